@@ -1,0 +1,55 @@
+"""Shared fixtures: tiny random-init models of every family, saved and reloaded like real ones."""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+torch.set_num_threads(1)
+
+# Words of the test vocabulary: numbers for dictionary values, keys, and prompt words.
+TEST_WORDS = ([str(i) for i in range(100)] + [f"k{i}" for i in range(20)]
+              + "Memorize the following dictionary : The value of key ' is ? A B C D Answer".split())
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: long-running; deselected by default (-m slow to run)")
+
+
+@pytest.fixture(scope="session")
+def word_tokenizer():
+    from gna.micro.tokenizer import word_level_tokenizer
+    return word_level_tokenizer(TEST_WORDS)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, word_tokenizer):
+    """``tiny_model_dir(family, **config)`` -> a directory holding a saved random-init model
+    and the test tokenizer, loadable with :func:`gna.models.load_model`."""
+    from gna.models.tiny import build_tiny_model
+    cache: dict = {}
+
+    def make(family: str, **config):
+        key = (family, tuple(sorted(config.items())))
+        if key not in cache:
+            d = tmp_path_factory.mktemp(family)
+            config.setdefault("vocab_size", len(word_tokenizer))
+            build_tiny_model(family, **config).save_pretrained(d)
+            word_tokenizer.save_pretrained(d)
+            cache[key] = str(d)
+        return cache[key]
+    return make
+
+
+@pytest.fixture
+def tiny_model(tiny_model_dir):
+    """``tiny_model(family, **config)`` -> ``(model, tokenizer)`` loaded through the real loader."""
+    from gna.models import load_model
+
+    def make(family: str, spec: dict | None = None, **config):
+        return load_model({"path": tiny_model_dir(family, **config), **(spec or {})})
+    return make

@@ -1,0 +1,58 @@
+"""The fast head scan equals the paper's naive loop, head for head."""
+import pytest
+import torch
+
+from gna.errors import HeadIndexError, ProbeError
+from gna.models import describe
+from gna.probes.kv import generate_kv_probe
+from gna.probes.scoring import encode
+from gna.scan import naive_scan_heads, scan_heads, top_k
+
+
+@pytest.fixture(scope="module")
+def probe(word_tokenizer):
+    examples = generate_kv_probe(n_pairs=5, n_examples=10, seed=3, fmt="compact",
+                                 key_pool=[f"k{i}" for i in range(20)])
+    return encode(examples, word_tokenizer)
+
+
+@pytest.mark.parametrize("family,spec", [
+    ("llama", {}), ("qwen2", {}), ("mamba2", {}), ("zamba2", {}), ("llamba", {}),
+    ("mamba1", {"adapter_options": {"channel_group": 8}}),
+])
+def test_scan_equals_naive_loop_for_every_head(tiny_model, probe, family, spec):
+    model, _ = tiny_model(family, spec=spec)
+    fast = scan_heads(model, probe, batch_size=4, max_rows=24, progress=False)
+    slow = naive_scan_heads(model, probe)
+    joined = fast.merge(slow, on=["layer", "kind", "head"], suffixes=("", "_naive"))
+    assert len(joined) == len(fast) == len(slow) == describe(model).n_heads_total
+    assert (joined.accuracy == joined.accuracy_naive).all()
+    assert torch.allclose(torch.tensor(joined.answer_logprob.values), torch.tensor(joined.answer_logprob_naive.values),
+                          atol=1e-5)
+    assert (joined["rank"] == joined["rank_naive"]).all()
+    assert fast.baseline_accuracy.iloc[0] == slow.baseline_accuracy.iloc[0]
+
+
+def test_ranking_is_stable_and_tidy(tiny_model, probe):
+    model, _ = tiny_model("zamba2")
+    a = scan_heads(model, probe, batch_size=3, progress=False, model_name="z")
+    b = scan_heads(model, probe, batch_size=10, max_rows=7, progress=False, model_name="z")
+    assert a[["layer", "head", "kind", "rank"]].equals(b[["layer", "head", "kind", "rank"]])
+    assert list(a.columns[:7]) == ["model", "layer", "head", "kind", "accuracy", "drop", "rank"]
+    assert (a["rank"] == range(1, len(a) + 1)).all() and a["drop"].is_monotonic_decreasing
+    assert set(a.kind) == {"attention", "mamba2"}
+    assert top_k(a, 3) == [(int(r.layer), int(r.head), r.kind) for r in a.head(3).itertuples()]
+    assert all(k == "attention" for _, _, k in top_k(a, 2, kinds=["attention"]))
+
+
+def test_scan_errors(tiny_model, probe, word_tokenizer):
+    model, _ = tiny_model("llama")
+    with pytest.raises(ProbeError, match="empty"):
+        scan_heads(model, encode([], word_tokenizer), progress=False)
+    with pytest.raises(Exception, match="layer 7 is out of range"):
+        scan_heads(model, probe, layers=[7], progress=False)
+    with pytest.raises(HeadIndexError, match="no mixers of kinds"):
+        scan_heads(model, probe, kinds=["mamba2"], progress=False)
+    ranking = scan_heads(model, probe, progress=False)
+    with pytest.raises(HeadIndexError, match="k=9 but the ranking has 8 heads"):
+        top_k(ranking, 9)

@@ -1,0 +1,1 @@
+"""The micro study: a synthetic world, its tokenizer, and the training of tiny models."""

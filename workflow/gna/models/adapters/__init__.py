@@ -1,0 +1,54 @@
+"""Find the adapter for a model. One adapter per architecture family."""
+from __future__ import annotations
+
+import weakref
+
+from torch import nn
+
+from ...errors import UnknownArchitectureError
+from .attention import AttentionAdapter
+from .base import Adapter
+from .llamba import LlambaAdapter
+from .mamba1 import Mamba1Adapter
+from .mamba2 import Mamba2Adapter
+from .zamba2 import Zamba2Adapter
+
+# Order matters: the specific families first, the structural attention match last.
+ADAPTERS: tuple[type[Adapter], ...] = (Mamba1Adapter, Mamba2Adapter, Zamba2Adapter, LlambaAdapter,
+                                       AttentionAdapter)
+_attached: "weakref.WeakKeyDictionary[nn.Module, Adapter]" = weakref.WeakKeyDictionary()
+
+
+def supported_families() -> str:
+    shown = (AttentionAdapter,) + ADAPTERS[:-1]  # the general family first
+    return "; ".join(f"{a.family} ({a.examples})" for a in shown)
+
+
+def attach_adapter(model: nn.Module, family: str | None = None, **options) -> Adapter:
+    """Pick (or force) the adapter of ``model``, remember it, and return it."""
+    if family is not None:
+        found = [a for a in ADAPTERS if a.family == family]
+        if not found:
+            raise UnknownArchitectureError(
+                f"unknown model family {family!r}; supported families: {supported_families()}")
+    else:
+        found = [a for a in ADAPTERS if a.matches(model)]
+        if not found:
+            arch = getattr(model.config, "architectures", None) or [type(model).__name__]
+            mtype = getattr(model.config, "model_type", "?")
+            raise UnknownArchitectureError(
+                f"unsupported architecture {arch[0]} (model_type {mtype!r}); supported families: "
+                f"{supported_families()}")
+    adapter = found[0](model, **options)
+    _attached[model] = adapter
+    return adapter
+
+
+def adapter_for(model: nn.Module) -> Adapter:
+    """The adapter attached to ``model`` (by :func:`load_model`), or a freshly detected one."""
+    return _attached.get(model) or attach_adapter(model)
+
+
+def describe(model: nn.Module):
+    """The uniform mixer description of ``model`` (see :class:`ModelDescription`)."""
+    return adapter_for(model).describe()

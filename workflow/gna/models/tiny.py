@@ -1,0 +1,55 @@
+"""Random-init models of every supported family, for tests and benchmarks.
+
+Real weights cannot be downloaded here, so tests build a tiny model of each family,
+``save_pretrained`` it, and reload it through the same loader a Hugging Face model uses.
+"""
+from __future__ import annotations
+
+import torch
+import transformers as tf
+
+FAMILIES = ("llama", "qwen2", "mamba1", "falcon-mamba", "mamba2", "zamba2", "llamba")
+
+
+def tiny_config(family: str, vocab_size: int = 128, hidden: int = 32, layers: int = 2,
+                heads: int = 4, **overrides):
+    """A small config of ``family``; ``overrides`` go to the config class verbatim."""
+    common = dict(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
+                  bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    if family == "llama":
+        kw = dict(num_attention_heads=heads, num_key_value_heads=heads,
+                  intermediate_size=2 * hidden, max_position_embeddings=512, tie_word_embeddings=False)
+        cls = tf.LlamaConfig
+    elif family == "qwen2":  # grouped-query attention: 2 query heads share one K/V
+        kw = dict(num_attention_heads=heads, num_key_value_heads=max(1, heads // 2),
+                  intermediate_size=2 * hidden, max_position_embeddings=512, tie_word_embeddings=False)
+        cls = tf.Qwen2Config
+    elif family in ("mamba1", "falcon-mamba"):
+        kw = dict(state_size=4, expand=2, conv_kernel=4, tie_word_embeddings=False)
+        cls = tf.MambaConfig if family == "mamba1" else tf.FalconMambaConfig
+    elif family == "mamba2":
+        kw = dict(num_heads=heads * 2, head_dim=hidden * 2 // (heads * 2), state_size=8, expand=2,
+                  n_groups=1, chunk_size=16, tie_word_embeddings=False)
+        cls = tf.Mamba2Config
+    elif family == "zamba2":
+        blocks = ["mamba", "hybrid"] * max(1, layers // 2) + ["mamba"] * (layers % 2)
+        kw = dict(layers_block_type=blocks, num_attention_heads=heads, num_key_value_heads=heads,
+                  mamba_d_state=8, mamba_headdim=8, n_mamba_heads=hidden * 2 // 8, num_mem_blocks=1,
+                  use_shared_attention_adapter=False, chunk_size=16, max_position_embeddings=512,
+                  intermediate_size=2 * hidden)
+        cls = tf.Zamba2Config
+    elif family == "llamba":
+        from .llamba import LlambaConfig
+        return LlambaConfig.tiny(vocab_size=vocab_size, hidden=hidden, layers=layers, heads=heads,
+                                 **overrides)
+    else:
+        raise ValueError(f"no tiny config for family {family!r}; known: {', '.join(FAMILIES)}")
+    return cls(**{**common, **kw, **overrides})
+
+
+def build_tiny_model(family: str, seed: int = 0, **config_kw) -> torch.nn.Module:
+    """A random-init ``family`` model in eval mode; same seed, same weights."""
+    torch.manual_seed(seed)
+    config = tiny_config(family, **config_kw)
+    model = tf.AutoModelForCausalLM.from_config(config)
+    return model.eval()

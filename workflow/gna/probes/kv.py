@@ -1,0 +1,172 @@
+"""KV-retrieval probe (paper Fig. 4): a dictionary of ``key -> value`` lines, then a query.
+
+Paper format (the paper's prompt)::
+
+    Memorize the following dictionary:
+    apple:42
+    ...
+    The value of the key 'apple' is
+
+scored as multiple choice over the n values of the dictionary (chance 1/n). Compact format,
+for the micro study's word-level models (trained on exactly this)::
+
+    k3 42
+    ...
+    k3 ?
+
+Unlike the official code (global ``random``, no seed) everything is drawn from one
+``random.Random(seed)``: the same seed gives the same probe set on any machine.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import ProbeError
+
+FORMATS = ("paper", "compact")
+N_VALUES = 100  # values are distinct numbers from 0..99, so at most 100 pairs
+SWEEP_N = tuple(range(10, 51, 5))  # the paper's n = 10, 15, ..., 50
+PAPER_HEADER = "Memorize the following dictionary:\n"
+COMPACT_KEYS = tuple(f"k{i}" for i in range(300))
+
+
+@lru_cache(maxsize=1)
+def english_words() -> tuple[str, ...]:
+    """Wonderwords' nouns, verbs and adjectives (what the official ``RandomWord()`` draws from),
+    kept if lowercase ASCII letters only, deduplicated and sorted.
+
+    We sample from this list with our own rng: wonderwords' generator is not seedable here.
+    """
+    from wonderwords import RandomWord
+
+    lists = RandomWord(enhanced_prefixes=False).parts_of_speech  # {"noun": [...], ...}
+    words = {w for pos in ("noun", "verb", "adjective") for w in lists[pos]}
+    return tuple(sorted(w for w in words if w.isascii() and w.isalpha() and w.islower()))
+
+
+def generate_kv_probe(n_pairs: int, n_examples: int, seed: int, separator: str = " ",
+                      fmt: str = "paper", key_pool=None) -> list[dict]:
+    """``n_examples`` KV-retrieval examples with ``n_pairs`` pairs each; same seed, same list.
+
+    Each example: ``{"id", "fmt", "n_pairs", "seed", "prompt", "choices", "answer", "query"}``;
+    ``choices[i] = separator + str(value_i)`` in dictionary order, ``answer`` indexes the
+    query's value. Keys come from ``key_pool`` (default: English words for "paper",
+    ``k0..k299`` for "compact").
+
+    ``separator`` sits between the prompt and the value. The official code uses "" ("...is42").
+    Our default is " ", the way a number follows "is" in ordinary text: GPT-2/NeoX-style BPE
+    (Mamba, Falcon-Mamba) encodes " 42" as one token, the natural continuation, while "is42" is
+    text a model has rarely seen. Llama-3's tokenizer splits every number from the space before
+    it, so there " 42" is two tokens (" ", "42"); the " " costs every choice the same
+    log-prob and does not change the ranking (the scorer then still needs one row per
+    example, see ``gna.probes.scoring``). Pass ``separator=""`` to copy the official code.
+    """
+    if fmt not in FORMATS:
+        raise ProbeError(f"probe format {fmt!r} is not one of {FORMATS}")
+    if not 1 <= n_pairs <= N_VALUES:
+        raise ProbeError(f"n_pairs={n_pairs} outside 1..{N_VALUES}: values are distinct numbers 0..{N_VALUES - 1}")
+    if n_examples < 0:
+        raise ProbeError(f"n_examples={n_examples} is negative")
+    if key_pool is None:
+        pool = list(english_words() if fmt == "paper" else COMPACT_KEYS)
+    else:
+        pool = list(dict.fromkeys(key_pool))  # dedupe, keep order (sampling depends on order)
+    if len(pool) < n_pairs:
+        raise ProbeError(f"key pool has {len(pool)} distinct keys, fewer than n_pairs={n_pairs}")
+
+    rng = random.Random(seed)
+    examples = []
+    for i in range(n_examples):
+        keys = rng.sample(pool, n_pairs)
+        values = rng.sample(range(N_VALUES), n_pairs)
+        q = rng.randrange(n_pairs)
+        if fmt == "paper":
+            prompt = (PAPER_HEADER + "\n".join(f"{k}:{v}" for k, v in zip(keys, values))
+                      + f"\nThe value of the key '{keys[q]}' is")
+        else:
+            prompt = "\n".join(f"{k} {v}" for k, v in zip(keys, values)) + f"\n{keys[q]} ?"
+        examples.append({"id": f"kv-{fmt}-n{n_pairs}-s{seed}-{i}", "fmt": fmt, "n_pairs": n_pairs,
+                         "seed": seed, "prompt": prompt, "choices": [separator + str(v) for v in values],
+                         "answer": q, "query": keys[q]})
+    return examples
+
+
+def sweep_seed(seed: int, n_pairs: int) -> int:
+    """The seed of one n in a sweep: distinct per (seed, n), since n <= 100 < 1000."""
+    return seed * 1000 + n_pairs
+
+
+def sweep(n_values=SWEEP_N, n_examples: int = 1000, seed: int = 0, **kwargs) -> dict[int, list[dict]]:
+    """``{n: generate_kv_probe(n, n_examples, sweep_seed(seed, n), **kwargs)}`` for the paper's
+    n = 10, 15, ..., 50. Each n gets its own seed so the sets are independent draws."""
+    return {n: generate_kv_probe(n, n_examples, sweep_seed(seed, n), **kwargs) for n in n_values}
+
+
+def write_jsonl(examples, path) -> Path:
+    """One JSON object per line. Atomic: a temp file in the same folder, then ``os.replace``,
+    so a killed job never leaves a half-written file that a later rule would trust."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for ex in examples:
+                f.write(json.dumps(ex, ensure_ascii=False) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+REQUIRED_KEYS = ("id", "prompt", "choices", "answer")
+
+
+def read_jsonl(path) -> list[dict]:
+    """The examples of a JSONL probe file; ProbeError naming the file (and line) if it is
+    missing or malformed."""
+    path = Path(path)
+    if not path.is_file():
+        raise ProbeError(f"probe file {str(path)!r} does not exist")
+    examples = []
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                ex = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ProbeError(f"probe file {str(path)!r} line {lineno}: not valid JSON ({e})") from None
+            if not isinstance(ex, dict) or any(k not in ex for k in REQUIRED_KEYS):
+                raise ProbeError(f"probe file {str(path)!r} line {lineno}: not an object with keys {REQUIRED_KEYS}")
+            examples.append(ex)
+    return examples
+
+
+def lm_eval_task_config(jsonl_path, task_name: str) -> dict:
+    """An lm-eval ``multiple_choice`` task over a probe JSONL, to pass in ``tasks=[...]``.
+
+    The path is made absolute (lm-eval resolves relative ``data_files`` against the working
+    directory). ``target_delimiter`` is "" because the separator is already inside the choices.
+    """
+    path = Path(jsonl_path).resolve()
+    if not path.is_file():
+        raise ProbeError(f"probe file {str(path)!r} does not exist")
+    return {
+        "task": task_name,
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": str(path)}},
+        "test_split": "test",
+        "output_type": "multiple_choice",
+        "doc_to_text": "{{prompt}}",
+        "doc_to_choice": "{{choices}}",
+        "doc_to_target": "{{answer}}",
+        "target_delimiter": "",
+        "num_fewshot": 0,
+        "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}],
+    }

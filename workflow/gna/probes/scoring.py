@@ -1,0 +1,241 @@
+"""Multiple-choice scoring by summed continuation log-prob, in three layers:
+
+    encode(examples, tokenizer) -> EncodedProbe      token ids, tokenized exactly as lm-eval's HFLM
+    iter_batches(encoded, batch_size) -> ProbeBatch  padded tensors + where to read the scores
+    batch_choice_logprobs(logits, batch)             (E, C) summed log-probs of a batch's choices
+
+``score`` chains them with the model's forward. A head-ablation scan reuses the middle layers
+with its own forward (many ablations of one batch at once: logits with leading dims).
+
+Rows: when the choices of every example are "one shared prefix + one distinct last token"
+(always so for single-token choices, e.g. " 42" with a GPT-2-style BPE, and for " ", "42" with
+Llama-3's tokenizer) one row per example suffices: the row is prompt + shared prefix, and all
+C choices are read off the logits of that one row. Otherwise one row per (example, choice):
+prompt + continuation[:-1], as lm-eval does; a batch then holds whole examples.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import torch
+
+from ..errors import ProbeError
+
+
+@dataclass
+class EncodedProbe:
+    """A probe set as token ids. N examples, C choices each (equal C within one probe)."""
+    ids: list[str]                    # (N,) example ids, for messages
+    prompt_ids: list[list[int]]       # (N, L_i) prompt tokens, BOS included as tokenizer(prompt) adds it
+    choice_ids: list[list[list[int]]]  # (N, C, m_ic) continuation tokens of each choice
+    answers: torch.Tensor             # (N,) long, index of the correct choice
+    n_choices: int
+    pad_id: int
+    single_token: bool                # every continuation is exactly one token
+    one_row: bool                     # every example: choices = shared prefix + one last token
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class ProbeBatch:
+    """Right-padded rows of some examples, and where their scores sit in the logits.
+
+    Scoring reads the next-token distribution at P (row, position) pairs and K entries gather
+    one token's log-prob from one of those P distributions and add it to one (example, choice)
+    slot. Tokens of a shared prefix are added to every choice of their example.
+    """
+    input_ids: torch.Tensor       # (B, T) long, right-padded
+    attention_mask: torch.Tensor  # (B, T) long, 1 = real token
+    examples: torch.Tensor        # (E,) indices of this batch's examples in the EncodedProbe
+    n_choices: int                # C
+    score_rows: torch.Tensor      # (P,) row of each distribution read
+    score_pos: torch.Tensor       # (P,) position in that row (predicts the token at pos + 1)
+    keep_pos: torch.Tensor        # (U,) sorted distinct score positions (for logits_to_keep)
+    score_kept: torch.Tensor      # (P,) index of score_pos in keep_pos
+    target_index: torch.Tensor    # (K,) which of the P distributions
+    target_token: torch.Tensor    # (K,) which token's log-prob
+    target_slot: torch.Tensor     # (K,) flat (example in batch) * C + choice to add it to
+
+    def to(self, device) -> "ProbeBatch":
+        return dataclasses.replace(self, **{f.name: getattr(self, f.name).to(device)
+                                            for f in dataclasses.fields(self)
+                                            if isinstance(getattr(self, f.name), torch.Tensor)})
+
+
+@dataclass
+class ProbeScore:
+    logprobs: torch.Tensor  # (N, C) float64 summed continuation log-probs
+    answers: torch.Tensor   # (N,) long
+    correct: torch.Tensor   # (N,) bool, argmax (first on ties, like lm-eval's np.argmax) == answer
+    accuracy: float
+    ids: list[str]
+
+
+def _check(examples, name: str) -> int:
+    """Validate the examples; return their common number of choices."""
+    if len(examples) == 0:
+        raise ProbeError(f"{name} is empty: no examples to score")
+    n_choices = None
+    for i, ex in enumerate(examples):
+        eid = ex.get("id", f"#{i}")
+        choices, answer = ex.get("choices"), ex.get("answer")
+        if not choices:
+            raise ProbeError(f"{name}: example {eid!r} has no choices")
+        if not isinstance(answer, int) or isinstance(answer, bool) or not 0 <= answer < len(choices):
+            raise ProbeError(f"{name}: example {eid!r} has answer {answer!r}, not an index in 0..{len(choices) - 1}")
+        n_choices = n_choices or len(choices)
+        if len(choices) != n_choices:
+            raise ProbeError(f"{name}: example {eid!r} has {len(choices)} choices, the first has {n_choices}; "
+                             f"score sets with different choice counts separately")
+    return n_choices
+
+
+def encode(examples, tokenizer, name: str = "probe set") -> EncodedProbe:
+    """Tokenize prompts and choices exactly as lm-eval 0.4.13's HFLM does for loglikelihood:
+    trailing white space of the context moves to the continuation; the context is
+    ``tokenizer.encode(context)`` (BOS as the tokenizer adds it, none if the text already starts
+    with it) and the continuation is ``encode(context + continuation)[len(context ids):]``, so a
+    merge across the boundary is tokenized as in the whole text."""
+    n_choices = _check(examples, name)
+    bos = tokenizer.bos_token or tokenizer.eos_token
+    prompt_ids, choice_ids = [], []
+    for i, ex in enumerate(examples):
+        prompt = ex["prompt"]
+        ctx = prompt.rstrip()
+        conts = [prompt[len(ctx):] + c for c in ex["choices"]]
+        special = not (bos and ctx.startswith(bos))
+        enc = tokenizer([ctx] + [ctx + c for c in conts], add_special_tokens=special)["input_ids"]
+        ctx_ids = list(enc[0])
+        cont_ids = [list(whole[len(ctx_ids):]) for whole in enc[1:]]
+        for c, ids in zip(ex["choices"], cont_ids):
+            if not ids:
+                raise ProbeError(f"{name}: example {ex.get('id', f'#{i}')!r}: choice {c!r} encodes to no tokens")
+        prompt_ids.append(ctx_ids)
+        choice_ids.append(cont_ids)
+    single = all(len(c) == 1 for cs in choice_ids for c in cs)
+    one_row = all(len({tuple(c[:-1]) for c in cs}) == 1 for cs in choice_ids)  # equal prefixes, so equal lengths
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+    return EncodedProbe(ids=[str(ex.get("id", f"#{i}")) for i, ex in enumerate(examples)], prompt_ids=prompt_ids,
+                        choice_ids=choice_ids, answers=torch.tensor([ex["answer"] for ex in examples]),
+                        n_choices=n_choices, pad_id=pad, single_token=single, one_row=one_row)
+
+
+def examples_per_batch(encoded: EncodedProbe, batch_size: int) -> int:
+    """Rows are examples in the one-row case, (example, choice) pairs otherwise; a batch
+    holds whole examples, at least one (so up to C rows even if batch_size < C)."""
+    if batch_size < 1:
+        raise ProbeError(f"batch_size={batch_size} must be >= 1")
+    return batch_size if encoded.one_row else max(1, batch_size // encoded.n_choices)
+
+
+def iter_batches(encoded: EncodedProbe, batch_size: int) -> Iterator[ProbeBatch]:
+    """Batches of whole examples, in order. Padding is on the RIGHT on purpose: every supported
+    model is causal, so real positions never see the pads and scores are exact for attention
+    and SSMs alike. Left padding would run the pads through the SSM recurrence and the conv
+    before the prompt and change its state."""
+    C, per = encoded.n_choices, examples_per_batch(encoded, batch_size)
+    for start in range(0, len(encoded), per):
+        rows, s_rows, s_pos, t_idx, t_tok, t_slot = [], [], [], [], [], []
+        ex_idx = list(range(start, min(start + per, len(encoded))))
+        for e, n in enumerate(ex_idx):
+            prompt, conts = encoded.prompt_ids[n], encoded.choice_ids[n]
+            L = len(prompt)
+            if encoded.one_row:  # row = prompt + shared prefix; all choices read off it
+                prefix = conts[0][:-1]
+                r, p0 = len(rows), len(s_pos)
+                rows.append(prompt + prefix)
+                s_rows += [r] * (len(prefix) + 1)
+                s_pos += range(L - 1, L + len(prefix))
+                for c, cont in enumerate(conts):  # prefix tokens add to every choice
+                    t_idx += range(p0, p0 + len(cont))
+                    t_tok += cont
+                    t_slot += [e * C + c] * len(cont)
+            else:  # row = prompt + continuation[:-1], one per choice
+                for c, cont in enumerate(conts):
+                    r, p0 = len(rows), len(s_pos)
+                    rows.append(prompt + cont[:-1])
+                    s_rows += [r] * len(cont)
+                    s_pos += range(L - 1, L - 1 + len(cont))
+                    t_idx += range(p0, p0 + len(cont))
+                    t_tok += cont
+                    t_slot += [e * C + c] * len(cont)
+        T = max(map(len, rows))
+        input_ids = torch.full((len(rows), T), encoded.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), T), dtype=torch.long)
+        for r, row in enumerate(rows):
+            input_ids[r, :len(row)] = torch.tensor(row)
+            mask[r, :len(row)] = 1
+        pos = torch.tensor(s_pos)
+        keep = torch.unique(pos)  # sorted
+        yield ProbeBatch(input_ids=input_ids, attention_mask=mask, examples=torch.tensor(ex_idx), n_choices=C,
+                         score_rows=torch.tensor(s_rows), score_pos=pos, keep_pos=keep,
+                         score_kept=torch.searchsorted(keep, pos), target_index=torch.tensor(t_idx),
+                         target_token=torch.tensor(t_tok), target_slot=torch.tensor(t_slot))
+
+
+def batch_choice_logprobs(logits: torch.Tensor, batch: ProbeBatch) -> torch.Tensor:
+    """Summed log-probs of every choice: logits (..., B, T, V) -> (..., E, C) float64.
+
+    The sequence axis may be full (T) or only ``batch.keep_pos`` (the model ran with
+    ``logits_to_keep=batch.keep_pos``). Leading dims (e.g. A ablations of the batch) are kept.
+    log_softmax runs in float32 at the P positions read only, not over all (B, T, V).
+    """
+    B, T = batch.input_ids.shape
+    lead, (b, t, V) = logits.shape[:-3], logits.shape[-3:]
+    if b != B or t not in (T, len(batch.keep_pos)):
+        raise ProbeError(f"logits of shape {tuple(logits.shape)} do not fit a batch of {B} rows x {T} "
+                         f"positions ({len(batch.keep_pos)} kept)")
+    pos = batch.score_pos if t == T else batch.score_kept  # t == U == T only if all positions are kept
+    lp = logits.reshape(-1, b, t, V)[:, batch.score_rows, pos].float().log_softmax(-1)  # (A, P, V)
+    vals = lp[:, batch.target_index, batch.target_token].double()                    # (A, K)
+    E, C = len(batch.examples), batch.n_choices
+    out = vals.new_zeros(vals.shape[0], E * C).index_add_(1, batch.target_slot, vals)
+    return out.view(*lead, E, C)
+
+
+def _accepts_logits_to_keep(model) -> bool:
+    """transformers' own causal LMs slice hidden states by a 1-D ``logits_to_keep`` tensor, so
+    only the positions read are projected onto the vocabulary (B x T x 128k logits otherwise).
+    Other classes (e.g. our Llamba port) may take only an int there: give them full logits."""
+    return type(model).__module__.startswith("transformers.") and hasattr(model, "lm_head")
+
+
+def score(model, tokenizer_or_encoded, examples=None, batch_size: int = 32,
+          forward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+          progress: bool = False, name: str = "probe set") -> ProbeScore:
+    """Accuracy of ``model`` on a probe set: an EncodedProbe, or a tokenizer plus ``examples``.
+
+    ``forward(input_ids, attention_mask) -> logits (B, T, V)`` overrides the model call
+    (default ``model(input_ids=..., attention_mask=...).logits``). Inputs go to the device of
+    the model's first parameter.
+    """
+    from tqdm.auto import tqdm
+
+    if isinstance(tokenizer_or_encoded, EncodedProbe):
+        enc = tokenizer_or_encoded
+    else:
+        if examples is None:
+            raise ProbeError(f"{name}: pass examples together with a tokenizer")
+        enc = encode(examples, tokenizer_or_encoded, name=name)
+    device = next(model.parameters()).device
+    keep = forward is None and _accepts_logits_to_keep(model)
+    logprobs = torch.empty(len(enc), enc.n_choices, dtype=torch.float64)
+    per = examples_per_batch(enc, batch_size)
+    with torch.no_grad():
+        for batch in tqdm(iter_batches(enc, batch_size), total=-(-len(enc) // per), disable=not progress,
+                          desc=name, unit="batch"):
+            b = batch.to(device)
+            if forward is not None:
+                logits = forward(b.input_ids, b.attention_mask)
+            elif keep:
+                logits = model(input_ids=b.input_ids, attention_mask=b.attention_mask, logits_to_keep=b.keep_pos).logits
+            else:
+                logits = model(input_ids=b.input_ids, attention_mask=b.attention_mask).logits
+            logprobs[batch.examples] = batch_choice_logprobs(logits, b).cpu()
+    correct = logprobs.argmax(-1) == enc.answers
+    return ProbeScore(logprobs=logprobs, answers=enc.answers, correct=correct,
+                      accuracy=correct.double().mean().item(), ids=enc.ids)
