@@ -28,9 +28,16 @@ def _check_source(spec: ModelSpec) -> None:
 
 
 def load_tokenizer(spec: ModelSpec):
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    tok = AutoTokenizer.from_pretrained(spec.tokenizer or spec.path, revision=spec.revision)
+    source = spec.tokenizer or spec.path
+    local = Path(source) / "tokenizer_config.json"
+    generic = local.is_file() and json.loads(local.read_text()).get("tokenizer_class") in (
+        "TokenizersBackend", "PreTrainedTokenizerFast")
+    # AutoTokenizer maps some model types (qwen2) to their own tokenizer class even when the
+    # directory holds a plain tokenizers file, such as the micro study's word-level one.
+    cls = PreTrainedTokenizerFast if generic else AutoTokenizer
+    tok = cls.from_pretrained(source, revision=spec.revision)
     if tok.pad_token is None:  # batching needs a pad id; which one is irrelevant under right padding
         tok.pad_token = tok.eos_token or tok.unk_token
     return tok

@@ -20,13 +20,12 @@ Unlike the official code (global ``random``, no seed) everything is drawn from o
 from __future__ import annotations
 
 import json
-import os
 import random
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 
 from ..errors import ProbeError
+from ..io import atomic_open
 
 FORMATS = ("paper", "compact")
 N_VALUES = 100  # values are distinct numbers from 0..99, so at most 100 pairs
@@ -59,11 +58,11 @@ def generate_kv_probe(n_pairs: int, n_examples: int, seed: int, separator: str =
     ``k0..k299`` for "compact").
 
     ``separator`` sits between the prompt and the value. The official code uses "" ("...is42").
-    Our default is " ", the way a number follows "is" in ordinary text: GPT-2/NeoX-style BPE
-    (Mamba, Falcon-Mamba) encodes " 42" as one token, the natural continuation, while "is42" is
-    text a model has rarely seen. Llama-3's tokenizer splits every number from the space before
-    it, so there " 42" is two tokens (" ", "42"); the " " costs every choice the same
-    log-prob and does not change the ranking (the scorer then still needs one row per
+    Our default is " ", the way a number follows "is" in ordinary text: a GPT-2/GPT-NeoX BPE
+    (Mamba's tokenizer) encodes " 42" as one token, the natural continuation, while "is42" is
+    text a model has rarely seen. Llama-3's pre-tokenizer splits every number from the space
+    before it, so there " 42" is two tokens (" ", "42"): the shared " " adds the same log-prob to
+    every choice and does not change the ranking (and the scorer still needs one row per
     example, see ``gna.probes.scoring``). Pass ``separator=""`` to copy the official code.
     """
     if fmt not in FORMATS:
@@ -108,20 +107,11 @@ def sweep(n_values=SWEEP_N, n_examples: int = 1000, seed: int = 0, **kwargs) -> 
 
 
 def write_jsonl(examples, path) -> Path:
-    """One JSON object per line. Atomic: a temp file in the same folder, then ``os.replace``,
-    so a killed job never leaves a half-written file that a later rule would trust."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for ex in examples:
-                f.write(json.dumps(ex, ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """One JSON object per line, written atomically (see :mod:`gna.io`)."""
+    with atomic_open(path) as f:
+        for ex in examples:
+            f.write(json.dumps(ex, ensure_ascii=False) + "\n")
+    return Path(path)
 
 
 REQUIRED_KEYS = ("id", "prompt", "choices", "answer")

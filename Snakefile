@@ -1,0 +1,26 @@
+# Gather-and-Aggregate reproduction. `snakemake --cores all` runs the study named by config.yaml
+# (the micro study, on a laptop CPU); `--configfile workflow/configs/paper.yaml` the paper's.
+import os
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+# The default study unless --configfile names another (a preset replaces it, not merges into it).
+if not config:
+
+    configfile: os.path.join(workflow.basedir, "config.yaml")
+
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/models.smk"
+include: "workflow/rules/probes.smk"
+include: "workflow/rules/scan.smk"
+
+
+rule all:
+    input:
+        all_targets(),
+    default_target: True

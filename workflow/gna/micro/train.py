@@ -1,0 +1,429 @@
+"""Training of the micro models: transformers' own classes, seeded, one CPU thread.
+
+``train(family, model_config_overrides, train_config, out_dir, seed)`` builds a model of
+``family`` (``llama`` -> ``LlamaForCausalLM``, ``mamba2`` -> ``Mamba2ForCausalLM``, ``mamba1``
+-> ``MambaForCausalLM`` with ``use_mambapy=True``, ``zamba2`` -> ``Zamba2ForCausalLM``), trains
+it on :class:`gna.micro.corpus.Corpus` rows with AdamW, linear warm-up then cosine decay and
+gradient clipping, evaluates every ``eval_every`` steps (loss, KV accuracy at 4/8/16 pairs,
+knowledge, MMLU-format, and greedy exact match on the SWDE/LAMBADA/chain analogues), stops
+early once every ``targets`` threshold is met, and saves a directory that loads like a Hugging
+Face model: ``AutoModelForCausalLM.from_pretrained(out_dir)`` and
+``AutoTokenizer.from_pretrained(out_dir)``, plus ``train_config.json`` (everything needed to
+rerun), ``train_log.csv`` (one row per evaluation) and ``train_summary.json`` (final metrics,
+wall time). The directory appears atomically: it is written as ``<out_dir>.tmp-<pid>`` and
+renamed.
+
+Reproducibility: the model init (``torch.manual_seed(seed)``), the corpus stream (string-seeded
+``random.Random``) and the evaluation sets are pure functions of the configs and the seed, and
+training runs on one thread with deterministic algorithms. With the same software versions
+(torch, transformers, mambapy) on the same kind of CPU, two runs stopped by ``max_steps`` or by
+``targets`` produce byte-identical ``model.safetensors`` (the test suite checks this for a
+short run). Across CPU types or library versions floating-point kernels may differ in the last
+bits, so bytes are not guaranteed there. A ``max_seconds`` budget stops at a wall-clock-dependent
+step and so is *not* reproducible; the step it stopped at is in ``train_summary.json``, and
+rerunning with ``max_steps`` set to it reproduces the model.
+
+The per-family model sizes and recipe settings live in :data:`FAMILY_PRESETS` (the one place;
+the pipeline config references and overrides them).
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import dataclasses
+import json
+import logging
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from ..errors import ConfigError
+from . import tasks as T
+from .corpus import IGNORE, Corpus, CorpusConfig
+from .tokenizer import word_level_tokenizer
+from .world import WorldConfig, build_world
+
+log = logging.getLogger(__name__)
+
+FAMILIES = ("llama", "mamba2", "mamba1", "zamba2")
+
+# The one place for the per-family model size and recipe. "model": keyword arguments of the
+# transformers config class (vocabulary size and special ids are added by `model_config`);
+# "train": TrainConfig fields (nested "world"/"corpus" dicts are merged key by key).
+FAMILY_PRESETS: dict[str, dict[str, Any]] = {
+    "llama": {  # the recipe's transformer (micro-recipe.md: kv8 >= .9 in ~350 steps)
+        "model": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+                      intermediate_size=256, hidden_act="silu", max_position_embeddings=512,
+                      rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                      tie_word_embeddings=False),
+        "train": {},
+    },
+    # chunk_size (Mamba-2 and Zamba2): the SSD result does not depend on it (up to rounding); the
+    # pure-PyTorch path pads every sequence to a multiple of it and its cost grows with it. Measured
+    # on 64 x 288-token rows, one thread, forward+backward: Mamba-2 2.2 s at 32-64, 4.1 s at 128,
+    # 6-6.7 s at 320; Zamba2 2.5-2.7 s at 32-64, 11-12 s at 320. Hence 64 (not the 256 default).
+    "mamba2": {  # state 64 is what made a 2-layer Mamba-2 retrieve in the recipe notes
+        "model": dict(hidden_size=64, num_hidden_layers=2, num_heads=8, head_dim=16, state_size=64,
+                      expand=2, n_groups=1, conv_kernel=4, chunk_size=64, tie_word_embeddings=False),
+        "train": {},
+    },
+    "mamba1": {  # state 16 as in Falcon-Mamba-7B; pure-PyTorch path through mambapy's parallel scan
+        "model": dict(hidden_size=64, num_hidden_layers=2, state_size=16, expand=2, conv_kernel=4,
+                      use_mambapy=True, tie_word_embeddings=False),
+        "train": {},
+    },
+    "zamba2": {  # Mamba-2 (state 16) layers; one shared attention+MLP block invoked twice.
+        # tie_word_embeddings must stay True: in transformers 5.x Zamba2 ties the shared block's
+        # weights across hybrid layers only when it ties the embeddings (with False every hybrid
+        # layer silently gets its own attention block). adapter_rank: the per-invocation MLP
+        # LoRA adapters (default 128 would exceed the hidden size here).
+        "model": dict(hidden_size=64, num_hidden_layers=4,
+                      layers_block_type=["mamba", "hybrid", "mamba", "hybrid"],
+                      mamba_d_state=16, mamba_expand=2, n_mamba_heads=8, mamba_ngroups=1,
+                      num_attention_heads=4, num_key_value_heads=4, intermediate_size=256,
+                      num_mem_blocks=1, use_shared_attention_adapter=False, adapter_rank=8,
+                      use_mem_rope=True, max_position_embeddings=512, chunk_size=64,
+                      tie_word_embeddings=True),
+        "train": {},
+    },
+}
+
+
+def family_presets() -> dict[str, dict[str, Any]]:
+    """A deep copy of :data:`FAMILY_PRESETS` (safe to modify)."""
+    return copy.deepcopy(FAMILY_PRESETS)
+
+
+def _config_class(family: str):
+    import transformers as tf
+    classes = {"llama": tf.LlamaConfig, "mamba2": tf.Mamba2Config, "mamba1": tf.MambaConfig,
+               "zamba2": tf.Zamba2Config}
+    if family not in classes:
+        raise ConfigError(f"unknown micro family {family!r}; known: {', '.join(FAMILIES)}")
+    return classes[family]
+
+
+def model_config(family: str, overrides: dict | None, vocab_size: int, bos_id: int = 1, eos_id: int = 2,
+                 pad_id: int = 0):
+    """The transformers config of ``family``: preset, then ``overrides``, then the vocabulary."""
+    cls = _config_class(family)
+    kw = {**FAMILY_PRESETS[family]["model"], **(overrides or {})}
+    if family == "zamba2" and "layers_block_type" in kw:
+        kw["num_hidden_layers"] = len(kw["layers_block_type"])
+    kw.update(vocab_size=vocab_size, bos_token_id=bos_id, eos_token_id=eos_id, pad_token_id=pad_id)
+    return cls(**kw)
+
+
+def build_model(family: str, overrides: dict | None, vocab_size: int, seed: int = 0) -> torch.nn.Module:
+    """A freshly initialised model of ``family`` (same seed, same weights)."""
+    from transformers import AutoModelForCausalLM
+    config = model_config(family, overrides, vocab_size)
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config)
+
+
+def n_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+@dataclass
+class TrainConfig:
+    """The optimisation recipe (micro-recipe.md) and the evaluation schedule."""
+
+    max_steps: int = 3000
+    batch_size: int = 64
+    lr: float = 3e-3
+    betas: tuple[float, float] = (0.9, 0.98)
+    weight_decay: float = 0.0
+    warmup_steps: int = 50
+    decay_steps: int = 2000            # cosine from lr to min_lr_ratio*lr over these steps (then flat)
+    min_lr_ratio: float = 0.1
+    grad_clip: float = 1.0
+    eval_every: int = 50
+    eval_at_start: bool = False
+    eval_rows: int = 128               # rows per evaluation set (knowledge: every fact)
+    kv_eval_pairs: tuple[int, ...] = (4, 8, 16)
+    targets: dict[str, float] = field(default_factory=lambda: {"kv8": 0.9, "knowledge": 0.95, "mmlu": 0.8})
+    max_seconds: float | None = None   # wall-clock budget; makes the stopping step non-reproducible
+    threads: int = 1
+    progress: bool = True
+    world: dict[str, Any] = field(default_factory=dict)    # WorldConfig fields
+    corpus: dict[str, Any] = field(default_factory=dict)   # CorpusConfig fields
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> "TrainConfig":
+        d = dict(d or {})
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ConfigError(f"unknown TrainConfig field(s) {unknown}; known: {sorted(names)}")
+        for k in ("betas", "kv_eval_pairs"):
+            if k in d:
+                d[k] = tuple(d[k])
+        cfg = cls(**d)
+        if cfg.max_steps < 1 or cfg.batch_size < 1 or cfg.eval_every < 1:
+            raise ConfigError("TrainConfig: max_steps, batch_size and eval_every must be >= 1")
+        return cfg
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+
+def resolve_train_config(family: str, train_config: TrainConfig | dict | None) -> TrainConfig:
+    """TrainConfig defaults < the family preset < ``train_config`` (world/corpus merged by key)."""
+    if family not in FAMILY_PRESETS:
+        raise ConfigError(f"unknown micro family {family!r}; known: {', '.join(FAMILIES)}")
+    given = train_config.to_dict() if isinstance(train_config, TrainConfig) else dict(train_config or {})
+    merged = copy.deepcopy(FAMILY_PRESETS[family]["train"])
+    for k, v in given.items():
+        if k in ("world", "corpus", "targets") and isinstance(v, dict) and k in merged:
+            merged[k] = {**merged[k], **v}
+        else:
+            merged[k] = v
+    cfg = TrainConfig.from_dict(merged)
+    WorldConfig.from_dict(cfg.world)      # validate early
+    CorpusConfig.from_dict(cfg.corpus)
+    return cfg
+
+
+def lr_factor(step: int, cfg: TrainConfig) -> float:
+    if step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    span = max(1, cfg.decay_steps - cfg.warmup_steps)
+    progress = min(1.0, (step - cfg.warmup_steps) / span)
+    return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+# ------------------------------------------------------------------------ evaluation
+
+@dataclass
+class EvalSet:
+    """Items ``(ids, checks)``; a check ``(position, candidate ids or None, gold id)`` passes when
+    the argmax of the logits at ``position`` over the candidates (all tokens if None) is gold.
+    An item is correct when all its checks pass (greedy exact match for generation targets)."""
+
+    name: str
+    items: list[tuple[list[int], list[tuple[int, list[int] | None, int]]]]
+
+
+def _ids(tok, text: str) -> list[int]:
+    return tok(text).input_ids
+
+
+def build_eval_sets(world, tok, cfg: TrainConfig) -> list[EvalSet]:
+    """The trainer's validation sets, from the task generators' ``val`` split (disjoint from
+    the JSONL test files and, for retrieval, from the training corpus)."""
+    n = cfg.eval_rows
+    sets = []
+    for pairs in cfg.kv_eval_pairs:
+        items = []
+        for row in T.kv_rows(world, pairs, n, "val"):
+            ids = _ids(tok, row["prompt"])
+            cands = [tok.convert_tokens_to_ids(c.strip()) for c in row["choices"]]
+            items.append((ids, [(len(ids) - 1, cands, cands[row["answer"]])]))
+        sets.append(EvalSet(f"kv{pairs}", items))
+    values = [tok.convert_tokens_to_ids(v) for v in world.values]
+    items = []
+    for r, e, v in world.fact_list:
+        ids = _ids(tok, T.fact_prompt(r, e))
+        items.append((ids, [(len(ids) - 1, values, tok.convert_tokens_to_ids(v))]))
+    sets.append(EvalSet("knowledge", items))
+    val = T.generate_tasks(world, "val", ["micro_mmlu", "micro_swde", "micro_lambada", "micro_chain"])
+    letters = [tok.convert_tokens_to_ids(l) for l in world.letters]
+    items = []
+    for row in val["micro_mmlu"][:n]:
+        ids = _ids(tok, row["prompt"])
+        items.append((ids, [(len(ids) - 1, letters, letters[row["answer"]])]))
+    sets.append(EvalSet("mmlu", items))
+    for name, task in (("swde", "micro_swde"), ("lambada", "micro_lambada"), ("chain", "micro_chain")):
+        items = []
+        for row in val[task][:n]:
+            p = _ids(tok, row["prompt"])
+            t = tok(row["target"], add_special_tokens=False).input_ids
+            ids = p + t
+            items.append((ids[:-1], [(len(p) - 1 + j, None, t[j]) for j in range(len(t))]))
+        sets.append(EvalSet(name, items))
+    return sets
+
+
+@torch.no_grad()
+def evaluate(model, eval_sets: list[EvalSet], pad_id: int = 0, batch_size: int = 64) -> dict[str, float]:
+    """Accuracy per eval set (right padding; causal models need no mask for it)."""
+    was_training = model.training
+    model.eval()
+    out = {}
+    for es in eval_sets:
+        order = sorted(range(len(es.items)), key=lambda i: len(es.items[i][0]))
+        correct = 0
+        for s in range(0, len(order), batch_size):
+            chunk = [es.items[i] for i in order[s:s + batch_size]]
+            width = max(len(ids) for ids, _ in chunk)
+            inp = torch.full((len(chunk), width), pad_id, dtype=torch.long)
+            for b, (ids, _) in enumerate(chunk):
+                inp[b, :len(ids)] = torch.tensor(ids)
+            logits = model(input_ids=inp).logits
+            for b, (_, checks) in enumerate(chunk):
+                ok = True
+                for pos, cands, gold in checks:
+                    row = logits[b, pos]
+                    pred = cands[int(row[cands].argmax())] if cands is not None else int(row.argmax())
+                    ok = ok and pred == gold
+                correct += ok
+        out[es.name] = correct / max(1, len(es.items))
+    model.train(was_training)
+    return out
+
+
+# ------------------------------------------------------------------------ training
+
+def _replace_dir(tmp: Path, out: Path) -> None:
+    """Move ``tmp`` to ``out``, replacing an existing ``out`` (old copy removed afterwards)."""
+    old = None
+    if out.exists():
+        old = out.with_name(f"{out.name}.old-{os.getpid()}")
+        os.replace(out, old)
+    os.replace(tmp, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def train(family: str, model_config_overrides: dict | None = None,
+          train_config: TrainConfig | dict | None = None, out_dir: str | os.PathLike = "micro_model",
+          seed: int = 0) -> dict[str, Any]:
+    """Train a micro model of ``family`` and save it into ``out_dir``; returns the summary.
+
+    ``model_config_overrides`` go to the transformers config on top of the family preset;
+    ``train_config`` (dict or :class:`TrainConfig`) on top of the preset's recipe.
+    """
+    from tqdm.auto import tqdm
+
+    cfg = resolve_train_config(family, train_config)
+    torch.set_num_threads(cfg.threads)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    world = build_world(cfg.world)
+    corpus_cfg = CorpusConfig.from_dict(cfg.corpus)
+    tok = word_level_tokenizer(T.micro_vocabulary(world))
+    model = build_model(family, model_config_overrides, len(tok), seed)
+    model.train()
+    n_params = n_parameters(model)
+    exclude = T.evaluation_fingerprints(world, kv_pairs=cfg.kv_eval_pairs, kv_count=cfg.eval_rows)
+    corpus = Corpus(world, corpus_cfg, tok.get_vocab(), tok.bos_token_id, tok.pad_token_id, seed=seed,
+                    exclude=exclude)
+    eval_sets = build_eval_sets(world, tok, cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, cfg))
+
+    out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    resolved = {
+        "family": family, "seed": seed, "model_config_overrides": model_config_overrides or {},
+        "model_config": model.config.to_dict(), "train": cfg.to_dict(),
+        "world": world.config.to_dict(), "corpus": corpus_cfg.to_dict(), "n_parameters": n_params,
+        "versions": _versions(),
+    }
+    (tmp / "train_config.json").write_text(json.dumps(resolved, indent=1, sort_keys=True, default=str) + "\n")
+    log.info("training %s (%d parameters) into %s", family, n_params, out)
+
+    columns = ["step", "tokens", "train_tokens", "loss", "lr", "elapsed_s", "steps_per_s",
+               *[es.name for es in eval_sets], "targets_met"]
+    log_file = open(tmp / "train_log.csv", "w", newline="")
+    writer = csv.DictWriter(log_file, fieldnames=columns)
+    writer.writeheader()
+    start = time.perf_counter()
+    tokens = train_tokens = 0
+    losses: list[float] = []
+    metrics: dict[str, float] = {}
+    stopped = "max_steps"
+    step = 0
+
+    def do_eval(step_done: int) -> bool:
+        nonlocal metrics, losses
+        metrics = evaluate(model, eval_sets, tok.pad_token_id)
+        met = bool(cfg.targets) and all(metrics.get(k, 0.0) >= v for k, v in cfg.targets.items())
+        elapsed = time.perf_counter() - start
+        row = {"step": step_done, "tokens": tokens, "train_tokens": train_tokens,
+               "loss": round(sum(losses) / len(losses), 5) if losses else "",
+               "lr": f"{sched.get_last_lr()[0]:.6g}", "elapsed_s": round(elapsed, 2),
+               "steps_per_s": round(step_done / elapsed, 4) if elapsed > 0 else "",
+               **{k: round(v, 4) for k, v in metrics.items()}, "targets_met": met}
+        writer.writerow(row)
+        log_file.flush()
+        log.info("step %d loss %s %s", step_done, row["loss"],
+                 " ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
+        losses = []
+        return met
+
+    try:
+        if cfg.eval_at_start:
+            do_eval(0)
+        bar = tqdm(total=cfg.max_steps, desc=f"train {family}", disable=not cfg.progress, dynamic_ncols=True)
+        evaluated_at = -1
+        while step < cfg.max_steps:
+            inp, lab = corpus.batch(step, cfg.batch_size)
+            logits = model(input_ids=inp).logits
+            loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
+                                   lab[:, 1:].reshape(-1), ignore_index=IGNORE)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
+            sched.step()
+            step += 1
+            tokens += int((inp != tok.pad_token_id).sum())
+            train_tokens += int((lab != IGNORE).sum())
+            losses.append(loss.item())
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[-1]:.3f}", **{k: f"{metrics[k]:.2f}" for k in ("kv8", "knowledge", "mmlu")
+                                                          if k in metrics})
+            over_time = cfg.max_seconds is not None and time.perf_counter() - start > cfg.max_seconds
+            if step % cfg.eval_every == 0 or step == cfg.max_steps or over_time:
+                evaluated_at = step
+                if do_eval(step):
+                    stopped = "targets"
+                    break
+            if over_time:
+                stopped = "max_seconds"
+                break
+        if evaluated_at != step:
+            do_eval(step)
+        bar.close()
+    finally:
+        log_file.close()
+
+    seconds = time.perf_counter() - start
+    model.eval()
+    model.save_pretrained(tmp, safe_serialization=True)
+    tok.save_pretrained(tmp)
+    summary = {"family": family, "seed": seed, "steps": step, "stopped": stopped, "seconds": round(seconds, 2),
+               "steps_per_s": round(step / seconds, 4) if seconds else None, "tokens": tokens,
+               "train_tokens": train_tokens, "n_parameters": n_params, "metrics": metrics,
+               "corpus_rejected_draws": corpus.rejected}
+    (tmp / "train_summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    _replace_dir(tmp, out)
+    summary["out_dir"] = str(out)
+    return summary
+
+
+def _versions() -> dict[str, str]:
+    import tokenizers
+    import transformers
+    v = {"torch": torch.__version__, "transformers": transformers.__version__, "tokenizers": tokenizers.__version__}
+    try:
+        import mambapy  # noqa: F401
+        from importlib.metadata import version
+        v["mambapy"] = version("mambapy")
+    except Exception:  # pragma: no cover - optional
+        pass
+    return v

@@ -1,0 +1,15 @@
+# Models that the pipeline builds itself: random-init tiny ones (smoke tests, benchmarks).
+
+
+rule random_model:
+    output:
+        directory("results/models/{model}"),
+    params:
+        spec=lambda wc: dict(sorted(config["models"][wc.model]["random"].items())),
+        seed=config["seed"],
+    log:
+        "logs/models/{model}.random.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../scripts/random_model.py"

@@ -1,0 +1,47 @@
+# Head ranking by single-head ablation on KV retrieval (paper section 5), and the G&A roles
+# of the top heads read off their token-mixing patterns.
+
+
+rule head_scan:
+    input:
+        model=lambda wc: model_input(wc.model),
+        probe=lambda wc: f"results/probes/{probe_name(config['scan']['n_pairs'])}.examples.jsonl",
+    output:
+        ranking="results/scan/{model}.ranking.csv",
+        ga="results/scan/{model}.ga.csv",
+    params:
+        spec=lambda wc: model_spec(wc.model),
+        batch_size=config["scan"].get("batch_size", 32),
+        max_rows=config["scan"].get("max_rows", 256),
+        classify_top=config["scan"].get("classify_top", 10),
+        classify_examples=config["scan"].get("classify_examples", 20),
+        threshold=config["scan"].get("threshold", 0.3),
+    threads: THREADS
+    resources:
+        gpu=GPUS,
+    log:
+        "logs/scan/{model}.log",
+    conda:
+        "../../envs/gpu.yaml" if GPUS else "../../envs/cpu.yaml"
+    script:
+        "../scripts/head_scan.py"
+
+
+rule head_ranking_figure:
+    input:
+        rankings=expand("results/scan/{model}.ranking.csv", model=SCAN_MODELS),
+        ga=expand("results/scan/{model}.ga.csv", model=SCAN_MODELS),
+    output:
+        png=report("figures/head_ranking.png", caption="../report/head_ranking.rst", category="Head ranking"),
+        pdf="figures/head_ranking.pdf",
+        md="figures/head_ranking.md",
+        csv="figures/head_ranking.csv",
+    params:
+        models=SCAN_MODELS,
+        paper_keys={m: config["models"][m].get("paper_key", "") for m in SCAN_MODELS},
+    log:
+        "logs/figures/head_ranking.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../scripts/head_ranking_figure.py"

@@ -1,0 +1,10 @@
+"""Generate one KV-retrieval probe set (JSONL, readable by the scorer and by lm-eval)."""
+from gna.pipeline import job
+from gna.probes.kv import generate_kv_probe, write_jsonl
+
+with job(snakemake) as log:
+    w = snakemake.wildcards
+    examples = generate_kv_probe(int(w.n_pairs), snakemake.params.n_examples, int(w.seed),
+                                 separator=snakemake.params.separator, fmt=w.fmt)
+    write_jsonl(examples, snakemake.output[0])
+    log.info("wrote %d examples", len(examples))
