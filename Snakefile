@@ -18,6 +18,10 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/probes.smk"
 include: "workflow/rules/scan.smk"
+include: "workflow/rules/pruning.smk"
+include: "workflow/rules/heads.smk"
+include: "workflow/rules/memory.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:

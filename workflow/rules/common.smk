@@ -1,7 +1,9 @@
-# Helpers shared by the rules: config validation, model sources, output lists.
+# Helpers shared by the rules: config validation, model sources, task roles, output lists.
 import os
 
 from snakemake.utils import validate
+
+from gna import config_checks
 
 # One torch thread per job: two threads on a loaded 2-core machine ran 13-17x slower.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -11,27 +13,36 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 validate(config, schema="../schemas/config.schema.yaml")
 
-
-def check_config_references():
-    """Cross-field checks the schema cannot express; named errors before any job runs."""
-    models = config["models"]
-    for name in config["scan"]["models"]:
-        if name not in models:
-            raise ValueError(f"config error: scan.models names {name!r}, which is not in models "
-                             f"({', '.join(sorted(models))})")
-
-
-check_config_references()
-
 SCAN_MODELS = config["scan"]["models"]
 THREADS = config.get("threads_per_job", 1)
 GPUS = config.get("gpus_per_job", 0)
+EXPERIMENTS = config.get("experiments") or {}
+EVAL = config.get("eval") or {}
+MODEL_ENV = "../../envs/gpu.yaml" if GPUS else "../../envs/cpu.yaml"
+
+
+def shipped_path(path):
+    """A config path is relative to the working directory; where nothing is there, to the
+    repository (which ships data/: the micro models and tasks), so --directory works."""
+    if path is None or os.path.isabs(path) or os.path.exists(path):
+        return path
+    in_repo = os.path.join(workflow.basedir, path)
+    return in_repo if os.path.exists(in_repo) else path
 
 
 def model_source(name):
     """The directory (or HF id) a model is loaded from."""
     m = config["models"][name]
-    return f"results/models/{name}" if "random" in m else m["path"]
+    return f"results/models/{name}" if "random" in m else shipped_path(m["path"])
+
+
+if config["tasks"].get("micro_data"):
+    config["tasks"]["micro_data"] = shipped_path(config["tasks"]["micro_data"])
+SHAPES = config_checks.check(config, model_source)
+
+
+def n_layers(name):
+    return SHAPES[name][0]
 
 
 def model_input(name):
@@ -51,12 +62,62 @@ def model_spec(name):
     return spec
 
 
+def tasks_of(*roles):
+    """Task names playing ``roles`` (mmlu, knowledge, retrieval, arc_regular, arc_chat)."""
+    out = []
+    for role in roles:
+        value = config["tasks"].get(role) or []
+        if isinstance(value, dict):  # retrieval: {paper name: task(s)}
+            value = [t for v in value.values() for t in ([v] if isinstance(v, str) else v)]
+        out += [value] if isinstance(value, str) else list(value)
+    return list(dict.fromkeys(out))
+
+
+def task_roles(kind):
+    """Columns of a results table -> their tasks; names follow the published tables."""
+    if kind == "arc":
+        return {"arc_challenge": tasks_of("arc_regular"), "arc_challenge_chat": tasks_of("arc_chat")}
+    retrieval = config["tasks"].get("retrieval") or {}
+    roles = {"mmlu": tasks_of("mmlu")}
+    roles.update({name: [t] if isinstance(t, str) else list(t) for name, t in retrieval.items()})
+    if kind == "topk":
+        roles["knowledge"] = tasks_of("knowledge")
+    else:
+        roles = {"mmlu": tasks_of("mmlu"), "knowledge": tasks_of("knowledge")}
+    return roles
+
+
+def eval_params():
+    return {**EVAL, "chat_tasks": config["tasks"].get("chat_tasks", [])}
+
+
+MICRO_DATA = config["tasks"].get("micro_data")
+
+
 def probe_name(n_pairs):
     p = config["kv_probe"]
     return f"kv-{p['format']}-n{n_pairs}-s{p.get('seed', 0)}"
 
 
+def experiment_models(name):
+    return EXPERIMENTS.get(name, {}).get("models", [])
+
+
 def all_targets():
-    return (expand("results/scan/{model}.ranking.csv", model=SCAN_MODELS)
-            + expand("results/scan/{model}.ga.csv", model=SCAN_MODELS)
-            + ["figures/head_ranking.png", "figures/head_ranking.md"])
+    targets = (expand("results/scan/{model}.ranking.csv", model=SCAN_MODELS)
+               + ["figures/head_ranking.png", "figures/head_ranking.md"])
+    if "layer_pruning" in EXPERIMENTS:
+        targets += ["figures/gradual_pruning.png", "figures/individual_pruning.png"]
+    if "head_keeping" in EXPERIMENTS:
+        targets += ["figures/head_keeping.md"]
+    if "kv_pairs" in EXPERIMENTS:
+        targets += ["figures/kv_pairs.png"]
+    if "topk_removal" in EXPERIMENTS:
+        targets += ["figures/topk_removal.md", "figures/topk_removal.png"]
+    if "arc_chat" in EXPERIMENTS:
+        targets += ["figures/arc_chat.md"]
+    if "memory" in EXPERIMENTS:
+        targets += ["figures/inference_memory.md"]
+    if "heatmaps" in EXPERIMENTS:
+        targets += ["figures/ga_heatmaps.png"]
+    return targets

@@ -128,6 +128,10 @@ class Corpus:
             raise ConfigError(f"the tokenizer lacks {len(missing)} corpus word(s), e.g. {missing[:5]}")
         self._induction_pool = words
 
+    def set_config(self, config: CorpusConfig | dict) -> None:
+        """Switch to another corpus config (a training phase); the random stream goes on."""
+        self.config = config if isinstance(config, CorpusConfig) else CorpusConfig.from_dict(config)
+
     # ---------------------------------------------------------------- curriculum
     def difficulty(self, step: int) -> float:
         c = self.config.curriculum_steps

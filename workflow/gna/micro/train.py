@@ -133,9 +133,60 @@ def n_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+@dataclass(frozen=True)
+class PhaseConfig:
+    """One phase of a multi-phase schedule (``TrainConfig.phases``).
+
+    ``corpus`` overrides ``TrainConfig.corpus`` key by key for the phase's rows (the corpus
+    random stream and the curriculum, which follows the global step, go on across phases).
+    ``restart``: a fresh AdamW and a new warm-up + cosine schedule from the phase's first step,
+    with ``lr``/``warmup_steps``/``decay_steps``/``min_lr_ratio`` (each defaulting to the
+    TrainConfig value); without it the optimiser and the schedule simply continue.
+    ``targets``: the phase ends at the first evaluation (every ``eval_every`` global steps,
+    so at a reproducible step) at which all are met; empty: it runs its ``steps``.
+    """
+
+    steps: int
+    name: str = ""
+    corpus: dict[str, Any] = field(default_factory=dict)
+    restart: bool = False
+    lr: float | None = None
+    warmup_steps: int | None = None
+    decay_steps: int | None = None
+    min_lr_ratio: float | None = None
+    targets: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "PhaseConfig":
+        d = dict(d or {})
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ConfigError(f"unknown phase field(s) {unknown}; known: {sorted(names)}")
+        if "steps" not in d:
+            raise ConfigError("every training phase needs 'steps'")
+        ph = cls(**d)
+        if ph.steps < 1:
+            raise ConfigError(f"phase {ph.name!r}: steps = {ph.steps} must be >= 1")
+        sched = [k for k in ("lr", "warmup_steps", "decay_steps", "min_lr_ratio") if getattr(ph, k) is not None]
+        if sched and not ph.restart:
+            raise ConfigError(f"phase {ph.name!r} sets {sched} without restart: true (the schedule only "
+                              "changes at a restart)")
+        return ph
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
 @dataclass
 class TrainConfig:
-    """The optimisation recipe (micro-recipe.md) and the evaluation schedule."""
+    """The optimisation recipe (micro-recipe.md) and the evaluation schedule.
+
+    Without ``phases`` the run is one phase of ``max_steps`` on ``corpus``. With ``phases``
+    (a list of :class:`PhaseConfig` dicts) the phases run in order, and ``max_steps`` caps
+    the total. ``targets`` stops the whole run early, checked at the evaluations of the last
+    phase only (earlier phases end by their own ``targets`` or steps).
+    """
 
     max_steps: int = 3000
     batch_size: int = 64
@@ -156,6 +207,7 @@ class TrainConfig:
     progress: bool = True
     world: dict[str, Any] = field(default_factory=dict)    # WorldConfig fields
     corpus: dict[str, Any] = field(default_factory=dict)   # CorpusConfig fields
+    phases: list[dict[str, Any]] = field(default_factory=list)   # PhaseConfig fields, in order
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "TrainConfig":
@@ -167,13 +219,25 @@ class TrainConfig:
         for k in ("betas", "kv_eval_pairs"):
             if k in d:
                 d[k] = tuple(d[k])
+        if "phases" in d:
+            d["phases"] = [PhaseConfig.from_dict(p).to_dict() for p in (d["phases"] or [])]
         cfg = cls(**d)
         if cfg.max_steps < 1 or cfg.batch_size < 1 or cfg.eval_every < 1:
             raise ConfigError("TrainConfig: max_steps, batch_size and eval_every must be >= 1")
         return cfg
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        return {k: list(v) if isinstance(v, tuple) else copy.deepcopy(v)
+                for k, v in dataclasses.asdict(self).items()}
+
+    def phase_list(self) -> list[PhaseConfig]:
+        """The phases to run (one implicit phase of ``max_steps`` when none are given)."""
+        if not self.phases:
+            return [PhaseConfig(steps=self.max_steps, name="main")]
+        return [PhaseConfig.from_dict(p) for p in self.phases]
+
+    def total_steps(self) -> int:
+        return min(self.max_steps, sum(p.steps for p in self.phase_list()))
 
 
 def resolve_train_config(family: str, train_config: TrainConfig | dict | None) -> TrainConfig:
@@ -190,15 +254,37 @@ def resolve_train_config(family: str, train_config: TrainConfig | dict | None) -
     cfg = TrainConfig.from_dict(merged)
     WorldConfig.from_dict(cfg.world)      # validate early
     CorpusConfig.from_dict(cfg.corpus)
+    for ph in cfg.phase_list():
+        CorpusConfig.from_dict({**cfg.corpus, **ph.corpus})
     return cfg
 
 
-def lr_factor(step: int, cfg: TrainConfig) -> float:
+def lr_factor(step: int, cfg: TrainConfig | PhaseConfig | Any) -> float:
+    """Linear warm-up over ``warmup_steps``, then cosine to ``min_lr_ratio`` at ``decay_steps``."""
     if step < cfg.warmup_steps:
         return (step + 1) / cfg.warmup_steps
     span = max(1, cfg.decay_steps - cfg.warmup_steps)
     progress = min(1.0, (step - cfg.warmup_steps) / span)
     return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+@dataclass(frozen=True)
+class _Schedule:
+    lr: float
+    warmup_steps: int
+    decay_steps: int
+    min_lr_ratio: float
+    origin: int          # global step at which this schedule's step 0 is
+
+    def lr_at(self, step: int) -> float:
+        return self.lr * lr_factor(step - self.origin, self)
+
+
+def _schedule(cfg: TrainConfig, phase: PhaseConfig | None, origin: int) -> _Schedule:
+    def pick(name):
+        v = getattr(phase, name) if phase is not None else None
+        return getattr(cfg, name) if v is None else v
+    return _Schedule(pick("lr"), pick("warmup_steps"), pick("decay_steps"), pick("min_lr_ratio"), origin)
 
 
 # ------------------------------------------------------------------------ evaluation
@@ -308,17 +394,23 @@ def train(family: str, model_config_overrides: dict | None = None,
     torch.set_num_threads(cfg.threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
     world = build_world(cfg.world)
+    phases = cfg.phase_list()
+    total = cfg.total_steps()
     corpus_cfg = CorpusConfig.from_dict(cfg.corpus)
     tok = word_level_tokenizer(T.micro_vocabulary(world))
     model = build_model(family, model_config_overrides, len(tok), seed)
     model.train()
     n_params = n_parameters(model)
     exclude = T.evaluation_fingerprints(world, kv_pairs=cfg.kv_eval_pairs, kv_count=cfg.eval_rows)
-    corpus = Corpus(world, corpus_cfg, tok.get_vocab(), tok.bos_token_id, tok.pad_token_id, seed=seed,
-                    exclude=exclude)
+    corpus = Corpus(world, CorpusConfig.from_dict({**cfg.corpus, **phases[0].corpus}), tok.get_vocab(),
+                    tok.bos_token_id, tok.pad_token_id, seed=seed, exclude=exclude)
     eval_sets = build_eval_sets(world, tok, cfg)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, cfg))
+
+    def new_optimizer():
+        return torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+
+    opt = new_optimizer()
+    sched = _schedule(cfg, phases[0] if phases[0].restart else None, 0)
 
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -330,12 +422,15 @@ def train(family: str, model_config_overrides: dict | None = None,
         "family": family, "seed": seed, "model_config_overrides": model_config_overrides or {},
         "model_config": model.config.to_dict(), "train": cfg.to_dict(),
         "world": world.config.to_dict(), "corpus": corpus_cfg.to_dict(), "n_parameters": n_params,
+        "phases": [{**ph.to_dict(), "corpus": CorpusConfig.from_dict({**cfg.corpus, **ph.corpus}).to_dict()}
+                   for ph in phases],
         "versions": _versions(),
     }
     (tmp / "train_config.json").write_text(json.dumps(resolved, indent=1, sort_keys=True, default=str) + "\n")
-    log.info("training %s (%d parameters) into %s", family, n_params, out)
+    log.info("training %s (%d parameters) into %s: %d phase(s), at most %d steps", family, n_params, out,
+             len(phases), total)
 
-    columns = ["step", "tokens", "train_tokens", "loss", "lr", "elapsed_s", "steps_per_s",
+    columns = ["step", "phase", "tokens", "train_tokens", "loss", "lr", "elapsed_s", "steps_per_s",
                *[es.name for es in eval_sets], "targets_met"]
     log_file = open(tmp / "train_log.csv", "w", newline="")
     writer = csv.DictWriter(log_file, fieldnames=columns)
@@ -346,58 +441,82 @@ def train(family: str, model_config_overrides: dict | None = None,
     metrics: dict[str, float] = {}
     stopped = "max_steps"
     step = 0
+    phase_log: list[dict[str, Any]] = []
+    pi = 0
 
-    def do_eval(step_done: int) -> bool:
+    def met(targets: dict[str, float]) -> bool:
+        return bool(targets) and all(metrics.get(k, 0.0) >= v for k, v in targets.items())
+
+    def do_eval(step_done: int, phase_name: str) -> None:
         nonlocal metrics, losses
         metrics = evaluate(model, eval_sets, tok.pad_token_id)
-        met = bool(cfg.targets) and all(metrics.get(k, 0.0) >= v for k, v in cfg.targets.items())
         elapsed = time.perf_counter() - start
-        row = {"step": step_done, "tokens": tokens, "train_tokens": train_tokens,
+        row = {"step": step_done, "phase": phase_name, "tokens": tokens, "train_tokens": train_tokens,
                "loss": round(sum(losses) / len(losses), 5) if losses else "",
-               "lr": f"{sched.get_last_lr()[0]:.6g}", "elapsed_s": round(elapsed, 2),
+               "lr": f"{opt.param_groups[0]['lr']:.6g}", "elapsed_s": round(elapsed, 2),
                "steps_per_s": round(step_done / elapsed, 4) if elapsed > 0 else "",
-               **{k: round(v, 4) for k, v in metrics.items()}, "targets_met": met}
+               **{k: round(v, 4) for k, v in metrics.items()}, "targets_met": met(cfg.targets)}
         writer.writerow(row)
         log_file.flush()
-        log.info("step %d loss %s %s", step_done, row["loss"],
+        log.info("step %d (%s) loss %s %s", step_done, phase_name, row["loss"],
                  " ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
         losses = []
-        return met
 
     try:
         if cfg.eval_at_start:
-            do_eval(0)
-        bar = tqdm(total=cfg.max_steps, desc=f"train {family}", disable=not cfg.progress, dynamic_ncols=True)
+            do_eval(0, phases[0].name)
+        bar = tqdm(total=total, desc=f"train {family}", disable=not cfg.progress, dynamic_ncols=True)
         evaluated_at = -1
-        while step < cfg.max_steps:
-            inp, lab = corpus.batch(step, cfg.batch_size)
-            logits = model(input_ids=inp).logits
-            loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
-                                   lab[:, 1:].reshape(-1), ignore_index=IGNORE)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
-            sched.step()
-            step += 1
-            tokens += int((inp != tok.pad_token_id).sum())
-            train_tokens += int((lab != IGNORE).sum())
-            losses.append(loss.item())
-            bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", **{k: f"{metrics[k]:.2f}" for k in ("kv8", "knowledge", "mmlu")
-                                                          if k in metrics})
-            over_time = cfg.max_seconds is not None and time.perf_counter() - start > cfg.max_seconds
-            if step % cfg.eval_every == 0 or step == cfg.max_steps or over_time:
-                evaluated_at = step
-                if do_eval(step):
-                    stopped = "targets"
+        done = False
+        for pi, phase in enumerate(phases):
+            last = pi == len(phases) - 1
+            if pi > 0:
+                corpus.set_config(CorpusConfig.from_dict({**cfg.corpus, **phase.corpus}))
+                if phase.restart:
+                    opt = new_optimizer()
+                    sched = _schedule(cfg, phase, step)
+            phase_start, phase_end = step, min(total, step + phase.steps)
+            phase_stop = "steps"
+            log.info("phase %d/%d %r: steps %d..%d%s", pi + 1, len(phases), phase.name, phase_start, phase_end,
+                     " (fresh optimiser)" if phase.restart and pi > 0 else "")
+            while step < phase_end:
+                inp, lab = corpus.batch(step, cfg.batch_size)
+                for g in opt.param_groups:
+                    g["lr"] = sched.lr_at(step)
+                logits = model(input_ids=inp).logits
+                loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
+                                       lab[:, 1:].reshape(-1), ignore_index=IGNORE)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if cfg.grad_clip:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                opt.step()
+                step += 1
+                tokens += int((inp != tok.pad_token_id).sum())
+                train_tokens += int((lab != IGNORE).sum())
+                losses.append(loss.item())
+                bar.update(1)
+                bar.set_postfix(phase=phase.name or pi, loss=f"{losses[-1]:.3f}",
+                                **{k: f"{metrics[k]:.2f}" for k in ("kv8", "knowledge", "mmlu") if k in metrics})
+                over_time = cfg.max_seconds is not None and time.perf_counter() - start > cfg.max_seconds
+                if step % cfg.eval_every == 0 or step == total or over_time:
+                    evaluated_at = step
+                    do_eval(step, phase.name)
+                    if last and met(cfg.targets):
+                        stopped, phase_stop, done = "targets", "targets", True
+                        break
+                    if met(phase.targets):
+                        phase_stop = "targets"
+                        break
+                if over_time:
+                    stopped, phase_stop, done = "max_seconds", "max_seconds", True
                     break
-            if over_time:
-                stopped = "max_seconds"
+            phase_log.append({"name": phase.name, "start": phase_start, "end": step, "stopped": phase_stop,
+                              "metrics": dict(metrics)})
+            if done or step >= total:
                 break
         if evaluated_at != step:
-            do_eval(step)
+            do_eval(step, phases[min(pi, len(phases) - 1)].name)
         bar.close()
     finally:
         log_file.close()
@@ -409,7 +528,7 @@ def train(family: str, model_config_overrides: dict | None = None,
     summary = {"family": family, "seed": seed, "steps": step, "stopped": stopped, "seconds": round(seconds, 2),
                "steps_per_s": round(step / seconds, 4) if seconds else None, "tokens": tokens,
                "train_tokens": train_tokens, "n_parameters": n_params, "metrics": metrics,
-               "corpus_rejected_draws": corpus.rejected}
+               "corpus_rejected_draws": corpus.rejected, "phases": phase_log}
     (tmp / "train_summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     _replace_dir(tmp, out)
     summary["out_dir"] = str(out)

@@ -43,7 +43,7 @@ def markdown_table(df: pd.DataFrame, floatfmt: str = ".3f") -> str:
     return "\n".join([head, sep, *rows]) + "\n"
 
 
-def write_table(df: pd.DataFrame, csv, md, title: str = "", note: str = "") -> None:
+def write_table(df: pd.DataFrame, csv, md, title: str = "", note: str = "", floatfmt: str = ".3f") -> None:
     write_csv(df, csv)
-    text = (f"# {title}\n\n" if title else "") + markdown_table(df) + (f"\n{note}\n" if note else "")
+    text = (f"# {title}\n\n" if title else "") + markdown_table(df, floatfmt) + (f"\n{note}\n" if note else "")
     write_text(text, md)

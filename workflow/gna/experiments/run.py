@@ -1,0 +1,27 @@
+"""One evaluation job: load a model, apply interventions, evaluate through lm-eval, tidy rows."""
+from __future__ import annotations
+
+import pandas as pd
+
+from ..evaluate import TaskSuite, evaluate, label, tidy
+from ..models import load_model
+from ..pipeline import config_hash, package_versions
+
+
+def evaluation_rows(spec: dict, tasks: list[str], interventions: list[dict], eval_cfg: dict,
+                    micro_data: str | None, fields: dict, model=None, suite: TaskSuite | None = None
+                    ) -> pd.DataFrame:
+    """Tidy rows (``fields`` + intervention, task, metric, value, provenance) of one condition.
+
+    ``model``: an already loaded ``(model, tokenizer)``; ``suite``: tasks beyond the config's."""
+    if model is None:
+        model, tokenizer = load_model(spec)
+    else:
+        model, tokenizer = model
+    results = evaluate(model, tokenizer, tasks, suite or TaskSuite(micro_data), interventions,
+                       batch_size=eval_cfg.get("batch_size", 32), max_length=eval_cfg.get("max_length", 2048),
+                       limit=eval_cfg.get("limit"), chat_tasks=tuple(eval_cfg.get("chat_tasks", ())))
+    versions = package_versions()
+    return tidy(results, **fields, intervention=label(interventions),
+                config_hash=config_hash([spec, tasks, interventions, eval_cfg]),
+                **{f"v_{k}": v for k, v in versions.items()})

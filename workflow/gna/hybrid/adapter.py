@@ -1,0 +1,34 @@
+"""Adapter for the hybrid student (``model_type="gna_hybrid"``), for ``gna.models.ADAPTERS``.
+
+Each layer has its discrete Mamba-2 mixer and, where heads are kept, an attention mixer whose
+heads are the kept teacher heads in ``config.attn_heads[layer]`` order (student head j = teacher
+head ``attn_heads[layer][j]``); name the kind where a layer has both.
+"""
+from __future__ import annotations
+
+from torch import nn
+
+from ..models.adapters.base import Adapter
+from ..models.description import Mixer
+
+
+class HybridAdapter(Adapter):
+    family = "hybrid"
+    examples = "gna.hybrid students (Llamba + kept teacher attention heads)"
+    model_types = ("gna_hybrid",)
+
+    def layers(self) -> nn.ModuleList:
+        return self.model.backbone.layers
+
+    def mixers(self) -> list[Mixer]:
+        out = []
+        for i, layer in enumerate(self.layers()):
+            m, path = layer.mixer, f"backbone.layers.{i}"
+            out.append(Mixer(layer=i, kind="discrete-mamba2", n_heads=m.n_heads, head_dim=m.head_dim,
+                             out_proj=m.out_proj, out_proj_path=f"{path}.mixer.out_proj", module=m))
+            if layer.attn is not None:
+                a = layer.attn
+                out.append(Mixer(layer=i, kind="attention", n_heads=a.num_heads, head_dim=a.head_dim,
+                                 out_proj=a.o_proj, out_proj_path=f"{path}.attn.o_proj", module=a,
+                                 kv_heads=a.num_heads))
+        return out

@@ -1,0 +1,70 @@
+"""The layer swap of Fig. 7: run a teacher's decoder layer inside an (aligned) SSM student.
+
+``align_student`` makes the micro counterpart of Llamba-8B-unaligned: a Llamba distilled from
+the transformer by MOHAWK stages 1-2 only (matrices, then hidden states; no end-to-end stage),
+so its layer i is a drop-in for the teacher's layer i. Then, for each i::
+
+    with swap_teacher_layer(student, teacher, i):
+        evaluate(student)
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers.masking_utils import create_causal_mask
+
+from ..interventions import swap_layer
+from ..models import adapter_for
+from ..models.llamba import LlambaForCausalLM
+from .distill import distill
+from .student import build_student, to_llamba
+
+
+class AttentionLayerShim(nn.Module):
+    """A Llama-family decoder layer callable as a Llamba layer: ``shim(h, attention_mask=None) -> h``.
+
+    ``h``: (batch, T, d_model); ``attention_mask``: (batch, T) with 1 for real tokens, or None
+    (a prepared 4D mask, as the teacher's own model passes, is used as it is). RoPE positions
+    are 0..T-1 and the causal mask is built by transformers' ``create_causal_mask`` from the
+    layer's own config, i.e. exactly as the teacher's model builds them, so the layer computes
+    what it computes inside the teacher.
+    """
+
+    def __init__(self, layer: nn.Module, rotary_emb: nn.Module, config=None):
+        super().__init__()
+        self.layer, self.rotary_emb = layer, rotary_emb
+        self.config = config if config is not None else layer.self_attn.config
+        self.layer_idx = getattr(layer.self_attn, "layer_idx", None)
+
+    def forward(self, hidden_states, attention_mask=None, **kwargs):
+        position_ids = torch.arange(hidden_states.shape[1], device=hidden_states.device)[None]
+        mask = create_causal_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask,
+                                  past_key_values=None, position_ids=position_ids)
+        out = self.layer(hidden_states, attention_mask=mask, position_ids=position_ids,
+                         position_embeddings=self.rotary_emb(hidden_states, position_ids), use_cache=False)
+        return out[0] if isinstance(out, tuple) else out
+
+
+def swap_teacher_layer(student: nn.Module, teacher: nn.Module, layer: int):
+    """Context: the teacher's whole decoder layer ``layer`` runs in place of the student's."""
+    shim = AttentionLayerShim(adapter_for(teacher).layers()[layer], teacher.model.rotary_emb)
+    return swap_layer(student, layer, shim)
+
+
+def align_student(teacher: nn.Module, data, out_dir, steps: tuple[int, int], lr: tuple[float, float] = (1e-3, 1e-3),
+                  state_size: int = 64, *, max_tokens: tuple | None = None, chunk_size: int = 128,
+                  ssm_init: str = "random", seed: int = 0, save_every: int = 50,
+                  resume: bool = True) -> LlambaForCausalLM:
+    """MOHAWK stages 1 and 2 only: a Llamba aligned layer by layer to ``teacher``.
+
+    ``data`` as for :func:`gna.hybrid.distill.distill` (used by both stages; a callable or a
+    re-iterable). Checkpoints go to ``out_dir/stage1`` and ``out_dir/stage2``; a rerun resumes.
+    """
+    student = build_student(teacher, [], state_size, chunk_size=chunk_size, ssm_init=ssm_init, seed=seed)
+    budgets = max_tokens or (None, None)
+    for stage in (1, 2):
+        distill(teacher, student, stage, data, steps[stage - 1], lr[stage - 1], Path(out_dir) / f"stage{stage}",
+                resume, max_tokens=budgets[stage - 1], seed=seed, save_every=save_every)
+    return to_llamba(student).eval()

@@ -1,0 +1,20 @@
+# Inference memory (the talk's table): formula for the paper's configurations, measured caches
+# of this study's models.
+
+
+rule inference_memory:
+    input:
+        models=[m for name in EXPERIMENTS.get("memory", {}).get("models", []) for m in model_input(name)],
+    output:
+        csv="figures/inference_memory.csv",
+        md=report("figures/inference_memory.md", caption="../report/inference_memory.rst", category="Memory"),
+        micro_csv="figures/inference_memory_measured.csv",
+        micro_md="figures/inference_memory_measured.md",
+    params:
+        specs={name: model_spec(name) for name in EXPERIMENTS.get("memory", {}).get("models", [])},
+    log:
+        "logs/figures/inference_memory.log",
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/inference_memory.py"

@@ -1,0 +1,110 @@
+# Layer pruning (paper Figs. 2-3): gradual truncation from the end, then removing one layer
+# at a time from the minimal model that experiment 1 finds.
+
+
+rule gradual_pruning:
+    input:
+        model=lambda wc: model_input(wc.model),
+    output:
+        "results/pruning/{model}/gradual/depth{depth}.csv",
+    params:
+        spec=lambda wc: model_spec(wc.model),
+        tasks=tasks_of("mmlu", "knowledge"),
+        interventions=lambda wc: [{"truncate": int(wc.depth)}],
+        fields=lambda wc: {"model": wc.model, "experiment": "gradual_pruning", "depth": int(wc.depth),
+                           "seed": config["seed"]},
+        eval=eval_params(),
+        micro_data=MICRO_DATA,
+    threads: THREADS
+    resources:
+        gpu=GPUS,
+    log:
+        "logs/pruning/{model}/gradual/depth{depth}.log",
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/evaluate_condition.py"
+
+
+rule minimal_model:
+    input:
+        lambda wc: expand("results/pruning/{{model}}/gradual/depth{depth}.csv",
+                          depth=range(1, n_layers(wc.model) + 1)),
+    output:
+        table="results/pruning/{model}.gradual.csv",
+        minimal="results/pruning/{model}.minimal.json",
+    params:
+        mmlu=tasks_of("mmlu"),
+        tolerance=EXPERIMENTS.get("layer_pruning", {}).get("tolerance", 0.05),
+    log:
+        "logs/pruning/{model}.minimal.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../scripts/minimal_model.py"
+
+
+rule individual_pruning:
+    input:
+        model=lambda wc: model_input(wc.model),
+        minimal="results/pruning/{model}.minimal.json",
+    output:
+        "results/pruning/{model}/individual/layer{layer}.csv",
+    params:
+        spec=lambda wc: model_spec(wc.model),
+        tasks=tasks_of("mmlu", "knowledge"),
+        fields=lambda wc: {"model": wc.model, "experiment": "individual_pruning", "layer": int(wc.layer),
+                           "seed": config["seed"]},
+        eval=eval_params(),
+        micro_data=MICRO_DATA,
+    threads: THREADS
+    resources:
+        gpu=GPUS,
+    log:
+        "logs/pruning/{model}/individual/layer{layer}.log",
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/individual_pruning.py"
+
+
+rule critical_layers:
+    input:
+        lambda wc: expand("results/pruning/{{model}}/individual/layer{layer}.csv",
+                          layer=range(n_layers(wc.model))),
+    output:
+        table="results/pruning/{model}.individual.csv",
+        critical="results/pruning/{model}.critical.json",
+    params:
+        mmlu=tasks_of("mmlu"),
+    log:
+        "logs/pruning/{model}.critical.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../scripts/critical_layers.py"
+
+
+rule pruning_figures:
+    input:
+        gradual=expand("results/pruning/{model}.gradual.csv", model=experiment_models("layer_pruning")),
+        individual=expand("results/pruning/{model}.individual.csv", model=experiment_models("layer_pruning")),
+        minimal=expand("results/pruning/{model}.minimal.json", model=experiment_models("layer_pruning")),
+    output:
+        gradual=report("figures/gradual_pruning.png", caption="../report/gradual_pruning.rst", category="Layers"),
+        gradual_pdf="figures/gradual_pruning.pdf",
+        individual=report("figures/individual_pruning.png", caption="../report/individual_pruning.rst",
+                          category="Layers"),
+        individual_pdf="figures/individual_pruning.pdf",
+        csv="figures/layer_pruning.csv",
+        md="figures/layer_pruning.md",
+    params:
+        models=experiment_models("layer_pruning"),
+        mmlu=tasks_of("mmlu"),
+        knowledge=tasks_of("knowledge"),
+    log:
+        "logs/figures/pruning.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../scripts/pruning_figures.py"

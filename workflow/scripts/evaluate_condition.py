@@ -1,0 +1,9 @@
+"""Evaluate one model under one fixed list of interventions (e.g. a truncation depth)."""
+from gna.experiments.run import evaluation_rows
+from gna.io import write_csv
+from gna.pipeline import job
+
+with job(snakemake):
+    p = snakemake.params
+    rows = evaluation_rows(p.spec, p.tasks, p.interventions, p.eval, p.micro_data, p.fields)
+    write_csv(rows, snakemake.output[0])

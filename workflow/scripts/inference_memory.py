@@ -1,0 +1,9 @@
+"""Inference-memory tables: formula vs published, and measured caches of the study's models."""
+from gna.models import load_model
+from gna.pipeline import job
+from gna.report import memory
+
+with job(snakemake):
+    o = snakemake.output
+    models = {name: load_model(spec) for name, spec in snakemake.params.specs.items()}
+    memory.make(models, o.csv, o.md, o.micro_csv, o.micro_md)
