@@ -40,7 +40,14 @@ def silence_ssm(student):
     return student
 
 
-def test_every_head_kept_and_the_ssm_silenced_is_the_teacher(teacher):
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_every_head_kept_and_the_ssm_silenced_is_the_teacher(teacher, family):
+    if family == "qwen2":  # GQA with q/k/v biases (made non-zero) and no o_proj bias
+        teacher = build_tiny_model("qwen2", vocab_size=64)
+        with torch.no_grad():
+            for layer in teacher.model.layers:
+                for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                    proj.bias.normal_()
     student = silence_ssm(build_student(teacher, [(l, h) for l in range(L) for h in range(H)], 8, chunk_size=16))
     x = batches(1)[0]
     assert torch.allclose(logits(student, x), logits(teacher, x), atol=1e-6)

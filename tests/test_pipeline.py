@@ -1,6 +1,5 @@
 """The Snakemake workflow end to end on the smoke preset, in a scratch working directory."""
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,22 +45,41 @@ def smoke_run(tmp_path_factory):
 
 def test_smoke_preset_runs_end_to_end(smoke_run):
     ranking = pd.read_csv(smoke_run / "results/scan/llama-tiny.ranking.csv")
-    assert len(ranking) == 8 and list(ranking["rank"]) == list(range(1, 9))
+    assert len(ranking) == 12 and list(ranking["rank"]) == list(range(1, 13))
     ga = pd.read_csv(smoke_run / "results/scan/zamba2-tiny.ga.csv")
     assert {"gather_score", "aggregate_score", "role"} <= set(ga.columns) and len(ga) == 3
-    for f in ("head_ranking.png", "head_ranking.pdf", "head_ranking.csv", "head_ranking.md"):
-        assert (smoke_run / "figures" / f).stat().st_size > 0
+    figures = {"head_ranking", "gradual_pruning", "individual_pruning", "kv_pairs", "topk_removal", "ga_heatmaps"}
+    for name in figures:
+        for ext in ("png", "pdf"):
+            assert (smoke_run / "figures" / f"{name}.{ext}").stat().st_size > 0
+    for table in ("head_ranking", "layer_pruning", "head_keeping", "kv_pairs", "topk_removal", "arc_chat",
+                  "inference_memory"):
+        assert (smoke_run / "figures" / f"{table}.csv").is_file() and (smoke_run / "figures" / f"{table}.md").is_file()
+    assert "## Fig. 2" in (smoke_run / "figures/findings.md").read_text()
+    keeping = pd.read_csv(smoke_run / "figures/head_keeping.csv")
+    assert set(keeping.condition) == {"both", "gather_only", "aggregate_only", "neither"}
+    rows = pd.read_csv(smoke_run / "results/topk_removal/zamba2-tiny/k2.csv")
+    assert {"model", "intervention", "task", "metric", "value", "seed", "config_hash", "v_torch"} <= set(rows.columns)
     assert "head scan" in (smoke_run / "logs/scan/llama-tiny.log").read_text()  # progress went to the log
 
 
-def test_rerun_has_nothing_to_do_and_a_param_change_reruns_only_its_jobs(smoke_run, tmp_path):
-    assert planned_jobs(run(smoke_run, "-n", "--cores", "1")) == {}
+def changed_config(tmp_path, edit) -> Path:
     cfg = yaml.safe_load((ROOT / "workflow/configs/smoke.yaml").read_text())
-    cfg["scan"]["batch_size"] = 4
-    changed = tmp_path / "changed.yaml"
-    changed.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    assert planned_jobs(run(smoke_run, "-n", "--cores", "1", config=changed)) == {
-        "head_scan": 3, "head_ranking_figure": 1, "all": 1}
+    edit(cfg)
+    path = tmp_path / "changed.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def test_rerun_has_nothing_to_do_and_a_param_change_reruns_only_its_experiment(smoke_run, tmp_path):
+    assert planned_jobs(run(smoke_run, "-n", "--cores", "1")) == {}
+    tolerance = changed_config(tmp_path, lambda c: c["experiments"]["layer_pruning"].update(tolerance=0.4))
+    assert planned_jobs(run(smoke_run, "-n", "--cores", "1", config=tolerance)) == {
+        "minimal_model": 1, "individual_pruning": 3, "critical_layers": 1, "head_keeping": 4,
+        "pruning_figures": 1, "head_keeping_table": 1, "findings": 1, "all": 1}
+    arc = changed_config(tmp_path, lambda c: c["experiments"]["arc_chat"].update(k=[0, 1]))
+    assert planned_jobs(run(smoke_run, "-n", "--cores", "1", config=arc)) == {
+        "topk_removal": 1, "topk_tables": 1, "findings": 1, "all": 1}
 
 
 @pytest.mark.parametrize("edit,message", [
@@ -69,15 +87,26 @@ def test_rerun_has_nothing_to_do_and_a_param_change_reruns_only_its_jobs(smoke_r
     (lambda c: c["models"]["llama-tiny"]["random"].update(family="rwkv"), "rwkv"),
     (lambda c: c["kv_probe"].update(n_examples=-3), "-3"),
     (lambda c: c["scan"].update(n_pairs=500), "500"),
+    (lambda c: c["experiments"]["topk_removal"].update(k=[0, 999]), "k = 999 but model"),
+    (lambda c: c["tasks"].pop("mmlu"), "'mmlu' is a required property"),
+    (lambda c: c["experiments"]["kv_pairs"].update(models=["mamba1-none"]), "mamba1-none"),
 ])
 def test_bad_config_is_refused_before_any_job(tmp_path, edit, message):
-    cfg = yaml.safe_load((ROOT / "workflow/configs/smoke.yaml").read_text())
-    edit(cfg)
-    bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    bad = changed_config(tmp_path, edit)
     out = run(tmp_path, "-n", "--cores", "1", config=bad, check=False)
     assert out.returncode != 0 and message in out.stdout + out.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_paper_preset_builds_its_dag_offline(tmp_path):
+    jobs = planned_jobs(run(tmp_path, "-n", "--cores", "1", config=ROOT / "workflow/configs/paper.yaml"))
+    assert jobs["head_scan"] == 7 and jobs["gradual_pruning"] == 32 + 64 + 32
+    assert jobs["topk_removal"] == 4 + 4 + 4 + 3 + 4 + 4 + 4  # slide tables (Zamba2 k lists) + ARC chat
+    out = run(tmp_path, "-n", "--cores", "1", "--rerun-triggers", "mtime", config=ROOT / "workflow/configs/paper.yaml")
+    scan = out.stdout.split("rule head_scan:", 1)[1].split("rule ", 1)[0]
+    assert "gpu=1" in scan
+    probe = out.stdout.split("rule kv_probe:", 1)[1].split("rule ", 1)[0]
+    assert "gpu" not in probe
 
 
 def test_lint_is_clean():

@@ -20,10 +20,12 @@ def structure(model: dict, source: str) -> tuple[int | None, int | None]:
     """``(n_layers, total heads)`` of a model entry, from the entry or its local config.json."""
     n_layers, heads = model.get("n_layers"), model.get("n_heads_total")
     cfg = local_model_config(source) or {}
-    if "random" in model:
-        r = model["random"]
-        n_layers = n_layers or r.get("layers", 2)
-        return n_layers, heads
+    if "random" in model:  # smoke presets only: transformers is imported just for them
+        from .models.tiny import tiny_config
+
+        r = dict(model["random"])
+        r.pop("seed", None)
+        cfg = tiny_config(r.pop("family"), **r).to_dict()
     if not cfg:
         return n_layers, heads
     L = cfg.get("num_hidden_layers") or cfg.get("n_layer")
@@ -64,8 +66,9 @@ def check(config: dict, model_source) -> dict[str, tuple[int | None, int | None]
             if missing:
                 raise StudyConfigError(f"config error: experiments.{exp} needs the head ranking of {missing}: "
                                        f"add them to scan.models")
-        for k in ecfg.get("k", []):
-            for m in ecfg["models"]:
+        known(f"experiments.{exp}.k_by_model", ecfg.get("k_by_model", {}))
+        for m in ecfg["models"]:
+            for k in ecfg.get("k_by_model", {}).get(m, ecfg.get("k", [])):
                 heads = shapes[m][1]
                 if heads is not None and k > heads:
                     raise StudyConfigError(f"config error: experiments.{exp}.k = {k} but model {m!r} has only "

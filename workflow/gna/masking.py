@@ -97,6 +97,9 @@ def _masked_attention(module, query, key, value, attention_mask, scaling, dropou
         fallback = _llama_eager if state is None else state.fallback
         return fallback(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
                               **kwargs)
+    unsupported = [k for k in ("sliding_window", "softcap", "s_aux") if kwargs.get(k) is not None]
+    if unsupported:  # eager math below implements plain causal softmax attention only
+        raise InterventionError(f"masked attention does not implement {unsupported} ({type(module).__name__})")
     groups = query.shape[1] // key.shape[1]
     key, value = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling + _additive(attention_mask, query, key)

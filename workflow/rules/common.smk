@@ -103,6 +103,17 @@ def experiment_models(name):
     return EXPERIMENTS.get(name, {}).get("models", [])
 
 
+def k_values(experiment, model):
+    e = EXPERIMENTS[experiment]
+    return e.get("k_by_model", {}).get(model, e["k"])
+
+
+def topk_outputs(experiment):
+    """Per model, in model order: results/<experiment>/<model>/k<k>.csv for its k values."""
+    return {m: [f"results/{experiment}/{m}/k{k}.csv" for k in k_values(experiment, m)]
+            for m in experiment_models(experiment)}
+
+
 def all_targets():
     targets = (expand("results/scan/{model}.ranking.csv", model=SCAN_MODELS)
                + ["figures/head_ranking.png", "figures/head_ranking.md"])
@@ -120,4 +131,4 @@ def all_targets():
         targets += ["figures/inference_memory.md"]
     if "heatmaps" in EXPERIMENTS:
         targets += ["figures/ga_heatmaps.png"]
-    return targets
+    return targets + ["figures/findings.md"]

@@ -14,6 +14,7 @@ rule head_keeping_table:
         md=report("figures/head_keeping.md", caption="../report/head_keeping.rst", category="Heads"),
     params:
         models=experiment_models("head_keeping"),
+        counts=[4] * len(experiment_models("head_keeping")),
         roles=task_roles("mmlu_knowledge"),
     log:
         "logs/figures/head_keeping.log",
@@ -34,6 +35,7 @@ rule kv_pairs_figure:
         md="figures/kv_pairs.md",
     params:
         models=experiment_models("kv_pairs"),
+        counts=[3] * len(experiment_models("kv_pairs")),
     log:
         "logs/figures/kv_pairs.log",
     conda:
@@ -44,8 +46,7 @@ rule kv_pairs_figure:
 
 rule topk_tables:
     input:
-        lambda wc: expand("results/{experiment}/{model}/k{k}.csv", experiment=wc.experiment,
-                          model=experiment_models(wc.experiment), k=EXPERIMENTS[wc.experiment]["k"]),
+        lambda wc: [f for files in topk_outputs(wc.experiment).values() for f in files],
     output:
         csv="figures/{experiment}.csv",
         md=report("figures/{experiment}.md", caption="../report/{experiment}.rst", category="Heads"),
@@ -53,6 +54,7 @@ rule topk_tables:
         experiment="topk_removal|arc_chat",
     params:
         models=lambda wc: experiment_models(wc.experiment),
+        counts=lambda wc: [len(files) for files in topk_outputs(wc.experiment).values()],
         roles=lambda wc: task_roles("topk" if wc.experiment == "topk_removal" else "arc"),
         paper_keys=lambda wc: paper_keys(experiment_models(wc.experiment)),
         published=lambda wc: "ablation_topk.csv" if wc.experiment == "topk_removal" else "arc_chat_vs_regular.csv",
@@ -96,3 +98,16 @@ rule ga_heatmaps:
         MODEL_ENV
     script:
         "../scripts/ga_heatmaps.py"
+
+
+rule findings:
+    input:
+        [t for t in all_targets() if t != "figures/findings.md"],
+    output:
+        report("figures/findings.md", caption="../report/findings.rst", category="Findings"),
+    log:
+        "logs/figures/findings.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../scripts/findings.py"

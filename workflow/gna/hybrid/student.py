@@ -81,10 +81,14 @@ def student_config(teacher: nn.Module, kept_heads, state_size: int = 64, n_qk_he
         bos_token_id=tc.bos_token_id, eos_token_id=tc.eos_token_id, pad_token_id=tc.pad_token_id)
 
 
+def _rows(heads: list[int], hd: int) -> torch.Tensor:
+    """Row indices of ``heads`` in a (heads x head_dim)-major projection."""
+    return torch.cat([torch.arange(h * hd, (h + 1) * hd) for h in heads])
+
+
 @torch.no_grad()
 def _copy_attention(dst, src, heads: list[int], groups: int, hd: int) -> None:
-    rows = lambda idx: torch.cat([torch.arange(i * hd, (i + 1) * hd) for i in idx])  # noqa: E731
-    q, kv = rows(heads), rows([h // groups for h in heads])
+    q, kv = _rows(heads, hd), _rows([h // groups for h in heads], hd)
     dst.q_proj.weight.copy_(src.q_proj.weight[q])
     dst.k_proj.weight.copy_(src.k_proj.weight[kv])
     dst.v_proj.weight.copy_(src.v_proj.weight[kv])
@@ -103,11 +107,10 @@ def _init_ssm_from_attention(mixer, attn, groups: int, hd: int) -> None:
     W = mixer.in_proj.weight
     per_qk = H // n_qk                        # value heads per B/C group
     lead = [g * per_qk for g in range(n_qk)]  # the teacher head whose Q/K a group takes
-    kv_rows = lambda heads: torch.cat([torch.arange(h * hd, (h + 1) * hd) for h in heads])  # noqa: E731
-    W[:d_inner] = attn.v_proj.weight[kv_rows([h // groups for h in range(H)])]
+    W[:d_inner] = attn.v_proj.weight[_rows([h // groups for h in range(H)], hd)]
     if N == hd:
-        W[d_inner:d_inner + n_qk * N] = attn.k_proj.weight[kv_rows([h // groups for h in lead])]
-        W[d_inner + n_qk * N:d_inner + 2 * n_qk * N] = attn.q_proj.weight[kv_rows(lead)] * hd ** -0.5
+        W[d_inner:d_inner + n_qk * N] = attn.k_proj.weight[_rows([h // groups for h in lead], hd)]
+        W[d_inner + n_qk * N:d_inner + 2 * n_qk * N] = attn.q_proj.weight[_rows(lead, hd)] * hd ** -0.5
     z = slice(d_inner + 2 * n_qk * N, 2 * d_inner + 2 * n_qk * N)
     W[z] = 0
     if mixer.z_bias is not None:
@@ -133,7 +136,8 @@ def build_student(teacher: nn.Module, kept_heads, state_size: int = 64, *, n_qk_
     config = student_config(teacher, kept_heads, state_size, n_qk_heads, chunk_size, combine)
     config._attn_implementation = getattr(teacher.config, "_attn_implementation", None) or "sdpa"
     torch.manual_seed(seed)
-    student = HybridForCausalLM(config).to(next(teacher.parameters()).dtype).eval()
+    ref = next(teacher.parameters())
+    student = HybridForCausalLM(config).to(device=ref.device, dtype=ref.dtype).eval()
     t_layers = _teacher_layers(teacher)
     attn = describe(teacher).mixer(0, "attention")
     groups, hd = attn.kv_group, attn.head_dim

@@ -18,7 +18,7 @@ from transformers.masking_utils import create_causal_mask
 from ..interventions import swap_layer
 from ..models import adapter_for
 from ..models.llamba import LlambaForCausalLM
-from .distill import distill
+from .distillation import distill
 from .student import build_student, to_llamba
 
 
@@ -59,7 +59,7 @@ def align_student(teacher: nn.Module, data, out_dir, steps: tuple[int, int], lr:
                   resume: bool = True) -> LlambaForCausalLM:
     """MOHAWK stages 1 and 2 only: a Llamba aligned layer by layer to ``teacher``.
 
-    ``data`` as for :func:`gna.hybrid.distill.distill` (used by both stages; a callable or a
+    ``data`` as for :func:`gna.hybrid.distillation.distill` (used by both stages; a callable or a
     re-iterable). Checkpoints go to ``out_dir/stage1`` and ``out_dir/stage2``; a rerun resumes.
     """
     student = build_student(teacher, [], state_size, chunk_size=chunk_size, ssm_init=ssm_init, seed=seed)

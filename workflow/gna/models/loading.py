@@ -61,7 +61,10 @@ def load_model(spec: ModelSpec | dict | str, with_tokenizer: bool = True):
     if spec.attn_implementation:
         kwargs["attn_implementation"] = spec.attn_implementation
     local = _local_config(spec.path) if Path(spec.path).is_dir() else None
-    if local is not None and llamba.is_llamba_config(local):
+    if local is not None and local.get("model_type") == "gna_hybrid":
+        from .. import hybrid  # noqa: F401  registers the retrieval-guided hybrid students
+        model = AutoModelForCausalLM.from_pretrained(spec.path, **kwargs)
+    elif local is not None and llamba.is_llamba_config(local):
         model = llamba.load_llamba(spec.path, **kwargs)
     else:
         model = AutoModelForCausalLM.from_pretrained(spec.path, **kwargs)

@@ -6,6 +6,7 @@ import weakref
 from torch import nn
 
 from ...errors import UnknownArchitectureError
+from ...hybrid.adapter import HybridAdapter
 from .attention import AttentionAdapter
 from .base import Adapter
 from .llamba import LlambaAdapter
@@ -15,7 +16,7 @@ from .zamba2 import Zamba2Adapter
 
 # Order matters: the specific families first, the structural attention match last.
 ADAPTERS: tuple[type[Adapter], ...] = (Mamba1Adapter, Mamba2Adapter, Zamba2Adapter, LlambaAdapter,
-                                       AttentionAdapter)
+                                       HybridAdapter, AttentionAdapter)
 _attached: "weakref.WeakKeyDictionary[nn.Module, Adapter]" = weakref.WeakKeyDictionary()
 
 

@@ -15,9 +15,11 @@ Stages (goombalab/mohawk ``distill/distill_steps/{matrices,hstates,supervised}.p
 Checkpoints: ``out_dir/step-XXXXXXXX/`` (student weights, optimizer, scheduler, RNG, state.json)
 written through :func:`gna.io.atomic_path`, so a directory of that name is always complete;
 the newest ``keep`` are kept. A rerun with ``resume=True`` continues from the newest one (a run
-killed mid-write leaves only a hidden temporary directory, which is ignored) and ends with the
-same weights as an uninterrupted run: the data stream is replayed from the right step and every
-piece of training state is restored exactly.
+killed mid-write leaves only a hidden ``.step-*.tmp`` directory, removed on the next run) and ends
+with the same weights, bit for bit on the CPU, as an uninterrupted run: the data stream is
+replayed from the right step and all training state (weights, AdamW moments and step counts,
+scheduler, torch RNG) is restored exactly. A checkpoint written with other hyperparameters is
+refused rather than mixed in. ``seed`` seeds torch at a fresh start; the data order is the caller's.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ import re
 import shutil
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -69,10 +71,9 @@ def _record(teacher: nn.Module, want_weights: bool):
         yield rec
 
 
-def _batch(b) -> tuple[torch.Tensor, torch.Tensor | None]:
-    if isinstance(b, torch.Tensor):
-        return b, None
-    return b["input_ids"], b.get("attention_mask")
+def _batch(b, device) -> tuple[torch.Tensor, torch.Tensor | None]:
+    ids, am = (b, None) if isinstance(b, torch.Tensor) else (b["input_ids"], b.get("attention_mask"))
+    return ids.to(device), None if am is None else am.to(device)
 
 
 # --------------------------------------------------------------------------------- losses
@@ -93,7 +94,7 @@ def _stage1(teacher, student, ids, am) -> torch.Tensor:
 def _stage2(teacher, student, ids, am) -> torch.Tensor:
     with torch.no_grad(), _record(teacher, want_weights=False) as rec:
         teacher(input_ids=ids, attention_mask=am, use_cache=False)
-    w = torch.ones(ids.shape, dtype=torch.float32) if am is None else am.float()
+    w = torch.ones_like(ids, dtype=torch.float32) if am is None else am.float()
     total = 0.0
     for layer, x, y in zip(student.backbone.layers, rec["in"], rec["out"]):
         dist = (layer(x, attention_mask=am) - y).float().norm(dim=-1)   # (B, T)
@@ -226,7 +227,7 @@ def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tok
             batch = data_iter(state["step"]) if batches is None else next(batches)
         except StopIteration:
             break
-        ids, am = _batch(batch)
+        ids, am = _batch(batch, next(student.parameters()).device)
         opt.zero_grad(set_to_none=True)
         loss = _STEP[stage](teacher, student, ids, am)
         if grad_clip:

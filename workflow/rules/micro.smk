@@ -1,0 +1,83 @@
+# The micro study's own models: retrain them from scratch (`snakemake retrain_micro`).
+#
+# The shipped checkpoints in data/models/<name> (and the task files in data/micro/tasks) are the
+# pipeline's inputs, like pretrained weights at paper scale; these rules rebuild them under
+# results/micro/ and compare the rebuilt bytes with the shipped ones. Reads config["micro"]:
+#   micro.world                  WorldConfig overrides (gna.micro.world), shared by the tasks and every model
+#   micro.shipped_dir            where the shipped checkpoints are (default data/models)
+#   micro.shipped_data           where the shipped task files are (default data/micro/tasks)
+#   micro.models.<name>.family   llama | mamba2 | mamba1 | zamba2
+#   micro.models.<name>.seed     model init and corpus seed (default: the top-level seed)
+#   micro.models.<name>.model    transformers config overrides on top of the family preset
+#   micro.models.<name>.train    TrainConfig overrides on top of the family's recipe
+#                                (gna.micro.train.FAMILY_PRESETS); world/corpus merged by key
+
+
+def _micro():
+    return config.get("micro", {})
+
+
+MICRO_MODELS = sorted(_micro().get("models", {}))
+
+
+def micro_train_params(name):
+    m = _micro()["models"][name]
+    train = dict(m.get("train", {}))
+    train["world"] = {**_micro().get("world", {}), **train.get("world", {})}
+    return {"family": m["family"], "seed": int(m.get("seed", config.get("seed", 0))),
+            "model": dict(m.get("model", {})), "train": train}
+
+
+rule micro_tasks:
+    output:
+        directory("results/micro/data"),
+    params:
+        world=lambda wc: dict(_micro().get("world", {})),
+    log:
+        "logs/micro/tasks.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../scripts/micro_tasks.py"
+
+
+rule train_micro_model:
+    output:
+        directory("results/micro/models/{model}"),
+    wildcard_constraints:
+        model="|".join(MICRO_MODELS) if MICRO_MODELS else "^$",
+    params:
+        spec=lambda wc: micro_train_params(wc.model),
+    threads: 1
+    log:
+        "logs/micro/train/{model}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../scripts/train_micro_model.py"
+
+
+rule compare_micro_models:
+    input:
+        retrained=expand("results/micro/models/{model}", model=MICRO_MODELS),
+        data="results/micro/data",
+    output:
+        md="results/micro/compare.md",
+        json="results/micro/compare.json",
+    params:
+        models=MICRO_MODELS,
+        shipped_dir=_micro().get("shipped_dir", "data/models"),
+        shipped_data=_micro().get("shipped_data", "data/micro/tasks"),
+    log:
+        "logs/micro/compare.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../scripts/compare_micro_models.py"
+
+
+rule retrain_micro:
+    input:
+        expand("results/micro/models/{model}", model=MICRO_MODELS),
+        "results/micro/data",
+        "results/micro/compare.md",

@@ -1,0 +1,9 @@
+"""figures/findings.md: the paper's claims, checked against this run's tables."""
+from pathlib import Path
+
+from gna.pipeline import job
+from gna.report import findings
+
+with job(snakemake) as log:
+    table = findings.make(Path(snakemake.output[0]).parent, snakemake.output[0])
+    log.info("\n%s", table.to_string())
