@@ -21,6 +21,8 @@ include: "workflow/rules/scan.smk"
 include: "workflow/rules/pruning.smk"
 include: "workflow/rules/heads.smk"
 include: "workflow/rules/memory.smk"
+include: "workflow/rules/masking.smk"
+include: "workflow/rules/hybrid.smk"
 include: "workflow/rules/report.smk"
 
 

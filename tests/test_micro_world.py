@@ -313,3 +313,121 @@ def test_training_is_byte_reproducible(tmp_path):
     assert not (tmp_path / "a" / "stale").exists()
     assert json.loads((tmp_path / "a" / "train_summary.json").read_text())["steps"] == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
+
+
+def test_phases_switch_corpus_and_restart_the_optimizer(tmp_path):
+    phased = {**TINY_TRAIN, "max_steps": 100, "eval_every": 2, "targets": {},
+              "phases": [{"name": "a", "steps": 2, "corpus": {"mmlu_prob": 0.0}},
+                         {"name": "b", "steps": 2, "restart": True, "lr": 1e-3, "warmup_steps": 1,
+                          "decay_steps": 2}]}
+    s = train("llama", TINY["llama"], phased, tmp_path / "m", seed=0)
+    assert s["steps"] == 4 and [p["name"] for p in s["phases"]] == ["a", "b"]
+    assert [(p["start"], p["end"]) for p in s["phases"]] == [(0, 2), (2, 4)]
+    with open(tmp_path / "m" / "train_log.csv") as f:
+        log = list(csv.DictReader(f))
+    assert [(r["step"], r["phase"]) for r in log] == [("2", "a"), ("4", "b")]
+    assert float(log[1]["lr"]) <= 1e-3      # the restarted schedule's lr, not the first one's
+    cfg = json.loads((tmp_path / "m" / "train_config.json").read_text())
+    assert cfg["phases"][0]["corpus"]["mmlu_prob"] == 0.0 and cfg["phases"][1]["corpus"]["mmlu_prob"] == 1.0
+    with pytest.raises(ConfigError):
+        train("llama", TINY["llama"], {**phased, "phases": [{"steps": 2, "lr": 1e-3}]}, tmp_path / "x")
+    with pytest.raises(ConfigError):
+        train("llama", TINY["llama"], {**phased, "phases": [{"steps": 2, "corpus": {"nope": 1}}]}, tmp_path / "x")
+
+
+def test_phase_targets_end_a_phase_at_a_fixed_evaluation(tmp_path):
+    phased = {**TINY_TRAIN, "max_steps": 100, "eval_every": 2, "targets": {},
+              "phases": [{"name": "a", "steps": 6, "targets": {"knowledge": 0.0}}, {"name": "b", "steps": 2}]}
+    s = train("llama", TINY["llama"], phased, tmp_path / "m", seed=0)
+    assert s["phases"][0] == {**s["phases"][0], "end": 2, "stopped": "targets"} and s["steps"] == 4
+
+
+def test_fast_mamba_scan_equals_transformers_forward_and_gradients():
+    """The training-time Mamba-1 scan (gna.micro.mamba_scan) is exact: same logits and
+    gradients as transformers' own MambaForCausalLM forward, on both of its torch paths."""
+    from transformers import MambaConfig, MambaForCausalLM
+    from gna.micro.mamba_scan import fast_mamba_scan
+    from transformers.models.mamba import modeling_mamba as mm
+
+    original = mm.mamba_selective_scan
+    x = torch.randint(0, 50, (3, 37), generator=torch.Generator().manual_seed(0))
+    for mambapy in (False, True):
+        torch.manual_seed(0)
+        model = MambaForCausalLM(MambaConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, state_size=8,
+                                             expand=2, use_mambapy=mambapy)).train()
+        with torch.no_grad():  # make the recurrence matter: slower decay than the default init
+            for layer in model.backbone.layers:
+                layer.mixer.A_log.mul_(0.5)
+
+        def run(fast):
+            model.zero_grad()
+            with fast_mamba_scan(fast):
+                logits = model(input_ids=x).logits
+                (logits.float().log_softmax(-1)[..., :7].sum() / x.numel()).backward()
+            return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+        ref, gref = run(False)
+        out, gout = run(True)
+        assert mm.mamba_selective_scan is original          # restored on exit
+        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+        for name in gref:
+            torch.testing.assert_close(gout[name], gref[name], rtol=1e-4, atol=1e-6, msg=name)
+        model.eval()   # a forward that fills a cache falls back to transformers' path inside the context
+        with torch.no_grad(), fast_mamba_scan():
+            cached = model(input_ids=x, use_cache=True).logits
+        torch.testing.assert_close(cached, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_retrain_rule_reproduces_a_direct_training_byte_for_byte(tmp_path):
+    """`snakemake retrain_micro` (workflow/rules/micro.smk) trains through the same code path as
+    gna.micro.train.train: a model trained directly with the same config is byte-identical,
+    and the comparison report says so."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    model = dict(TINY["llama"])
+    cfg = {"seed": 0, "micro": {"world": {"n_eval": 8}, "shipped_dir": "shipped", "shipped_data": "shipped_data",
+                                "models": {"m-llama": {"family": "llama", "seed": 2, "model": model,
+                                                       "train": TINY_TRAIN}}}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    (tmp_path / "Snakefile").write_text(f'configfile: "config.yaml"\ninclude: "{REPO}/workflow/rules/micro.smk"\n')
+    train("llama", model, TINY_TRAIN, tmp_path / "shipped" / "m-llama", seed=2)
+    T.write_tasks(tmp_path / "shipped_data", WorldConfig(n_eval=8))
+    env = {**os.environ, "SLURM_CONF": "/dev/null", "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-m", "snakemake", "-s", "Snakefile", "--cores", "1", "retrain_micro"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads((tmp_path / "results" / "micro" / "compare.json").read_text())
+    assert [m["model"] for m in report["models"]] == ["m-llama"]
+    assert report["models"][0]["identical"] and report["models"][0]["same_config"], report
+    assert report["data"] and all(d["identical"] for d in report["data"]), report["data"]
+    assert "| m-llama | yes |" in (tmp_path / "results" / "micro" / "compare.md").read_text()
+    assert (tmp_path / "logs" / "micro" / "train" / "m-llama.log").is_file()
+
+
+def test_table_row_through_lm_eval_and_the_pipeline_loader(tmp_path, monkeypatch):
+    """The acceptance table's code path: a trained directory loads with gna.models.load_model
+    (offline) and every column is measured through lm-eval on task files."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import datasets
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf" / "datasets", raising=False)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True, raising=False)
+    from gna.micro.evaluation import micro_table_row, write_kv_sweep
+
+    world = WorldConfig(n_eval=8)
+    train("llama", TINY["llama"], TINY_TRAIN, tmp_path / "m", seed=0)
+    T.write_tasks(tmp_path / "data", world)
+    sweep = write_kv_sweep(tmp_path / "sweep", world, count=8)
+    assert sorted(sweep) == [4, 16]
+    first = json.loads(Path(sweep[16]).read_text().splitlines()[0])
+    assert first["task"] == "micro_kv16" and first["n_pairs"] == 16
+    # the sweep rows are among the contexts the training corpus never draws
+    assert T.row_fingerprints([first]) <= T.evaluation_fingerprints(build_world(world), kv_count=8)
+    row = micro_table_row(tmp_path / "m", tmp_path / "data", tmp_path / "sweep", batch_size=8)
+    assert row["model"] == "m" and row["params"] > 0
+    for k in ("kv4", "kv8", "kv16", "knowledge", "mmlu", "swde", "lambada", "chain", "arc_regular", "arc_chat"):
+        assert 0.0 <= row[k] <= 1.0, (k, row)

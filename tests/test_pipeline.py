@@ -1,7 +1,10 @@
 """The Snakemake workflow end to end on the smoke preset, in a scratch working directory."""
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -61,6 +64,17 @@ def test_smoke_preset_runs_end_to_end(smoke_run):
     rows = pd.read_csv(smoke_run / "results/topk_removal/zamba2-tiny/k2.csv")
     assert {"model", "intervention", "task", "metric", "value", "seed", "config_hash", "v_torch"} <= set(rows.columns)
     assert "head scan" in (smoke_run / "logs/scan/llama-tiny.log").read_text()  # progress went to the log
+    for name in ("ssm_masking", "layer_swap", "hybrid_heads"):
+        for ext in ("png", "pdf"):
+            assert (smoke_run / "figures" / f"{name}.{ext}").stat().st_size > 0
+    for table in ("ssm_masking", "hybrid_attention", "layer_swap", "hybrid_heads", "hybrid_state_size"):
+        assert (smoke_run / "figures" / f"{table}.csv").is_file() and (smoke_run / "figures" / f"{table}.md").is_file()
+    stage3 = smoke_run / "results/hybrid/llama-tiny/k2-s8-ranked/stage3"
+    assert (stage3 / "model.safetensors").is_file() and json.loads((stage3 / "distill.json").read_text())["steps"] == 2
+    assert not list((smoke_run / "results/hybrid").rglob("*.ckpt"))  # removed once each stage's output is written
+    heads = pd.read_csv(smoke_run / "figures/hybrid_heads.csv")
+    assert set(heads.selection) == {"ranked", "random", "teacher"} and heads.kv_retrieval.notna().all()
+    assert set(pd.read_csv(smoke_run / "figures/ssm_masking.csv").condition) == {"none", "full", "pattern"}
 
 
 def changed_config(tmp_path, edit) -> Path:
@@ -107,9 +121,35 @@ def test_paper_preset_builds_its_dag_offline(tmp_path):
     assert "gpu=1" in scan
     probe = out.stdout.split("rule kv_probe:", 1)[1].split("rule ", 1)[0]
     assert "gpu" not in probe
+    assert jobs["distill_matrices"] == 3 and jobs["distill_stage"] == 2 * 11 and jobs["evaluate_hybrid"] == 12
+    assert jobs["layer_swap"] == 33 and jobs["hybrid_attention"] == 4 + 5 and jobs["ssm_masking"] == 3
+    for rule in ("distill_matrices", "distill_stage", "evaluate_hybrid", "layer_swap", "hybrid_attention",
+                 "ssm_masking"):
+        assert "gpu=1" in out.stdout.split(f"rule {rule}:", 1)[1].split("rule ", 1)[0]
 
 
 def test_lint_is_clean():
     out = subprocess.run([*SNAKEMAKE, "--lint", "--cores", "1"], capture_output=True, text=True, cwd=ROOT,
                          env={**os.environ, "SLURM_CONF": "/dev/null"})
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+
+
+def test_a_killed_distillation_stage_resumes_from_its_checkpoint(smoke_run, tmp_path):
+    longer = changed_config(tmp_path, lambda c: c["experiments"]["hybrid_distillation"].update(steps=[2, 2, 60]))
+    target = "results/hybrid/llama-tiny/k0-s8-ranked/stage3"
+    ckpt = smoke_run / f"{target}.ckpt"
+    cmd = [*SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "--directory", str(smoke_run), "--configfile", str(longer),
+           "--cores", "1", target]
+    env = {**os.environ, "SLURM_CONF": "/dev/null", "OMP_WAIT_POLICY": "PASSIVE"}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while len(list(ckpt.glob("step-*"))) < 2 and time.time() < deadline:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)  # Snakemake and the job at once, as a lost node would
+    proc.wait()
+    assert list(ckpt.glob("step-*")) and not (smoke_run / target).exists()
+    run(smoke_run, "--unlock", "--cores", "1", config=longer)
+    run(smoke_run, "--cores", "1", target, config=longer)
+    state = json.loads((smoke_run / target / "distill.json").read_text())
+    assert state["steps"] == 60 and state["resumed_from"] >= 2 and not ckpt.exists()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Stop the one-node cluster that start.sh STATE_DIR started: cancel its jobs, then stop each
-# daemon by the PID start.sh recorded (TERM, then KILL after 10 s). Nothing else is touched.
+# daemon by the PID start.sh recorded (TERM, then KILL after 10 s), and remove its
+# /run/slurm/conf link. Nothing else is touched.
 #   .ci/slurm/stop.sh STATE_DIR
 set -uo pipefail
 state="$(cd "$1" && pwd)" || exit 0

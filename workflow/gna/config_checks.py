@@ -57,10 +57,11 @@ def check(config: dict, model_source) -> dict[str, tuple[int | None, int | None]
 
     known("scan.models", config["scan"]["models"])
     for exp, ecfg in (config.get("experiments") or {}).items():
-        known(f"experiments.{exp}.models", ecfg["models"])
-        if exp == "memory":
+        known(f"experiments.{exp}.models", ecfg.get("models") or [])
+        if exp == "memory" or "models" not in ecfg:  # layer_swap, hybrid_distillation: check_hybrid
             continue
-        needs_scan = exp in ("head_keeping", "kv_pairs", "topk_removal", "arc_chat", "heatmaps")
+        needs_scan = exp in ("head_keeping", "kv_pairs", "topk_removal", "arc_chat", "heatmaps", "ssm_masking",
+                             "hybrid_attention")
         if needs_scan:
             missing = [m for m in ecfg["models"] if m not in config["scan"]["models"]]
             if missing:
@@ -70,13 +71,14 @@ def check(config: dict, model_source) -> dict[str, tuple[int | None, int | None]
         for m in ecfg["models"]:
             for k in ecfg.get("k_by_model", {}).get(m, ecfg.get("k", [])):
                 heads = shapes[m][1]
-                if heads is not None and k > heads:
+                if heads is not None and k != "all" and k > heads:
                     raise StudyConfigError(f"config error: experiments.{exp}.k = {k} but model {m!r} has only "
                                            f"{heads} heads")
     for m in (config.get("experiments") or {}).get("layer_pruning", {}).get("models", []):
         if shapes[m][0] is None:
             raise StudyConfigError(f"config error: layer pruning of {m!r} needs models.{m}.n_layers "
                                    f"(no local config.json to read it from)")
+    check_hybrid(config, shapes, known)
     tasks = config["tasks"]
     if tasks.get("micro_data") is not None and not Path(tasks["micro_data"]).is_dir():
         raise StudyConfigError(f"config error: tasks.micro_data {tasks['micro_data']!r} is not a directory")
@@ -86,3 +88,37 @@ def check(config: dict, model_source) -> dict[str, tuple[int | None, int | None]
                 if not tasks.get(role):
                     raise StudyConfigError(f"config error: experiments.{exp} needs tasks.{role}")
     return shapes
+
+
+def check_hybrid(config: dict, shapes: dict, known) -> None:
+    """experiments.layer_swap and experiments.hybrid_distillation (issue 6)."""
+    exps = config.get("experiments") or {}
+    swap = exps.get("layer_swap")
+    if swap:
+        known("experiments.layer_swap.teacher", [swap["teacher"]])
+        known("experiments.layer_swap.student", [swap["student"]] if swap.get("student") else [])
+        if shapes[swap["teacher"]][0] is None:
+            raise StudyConfigError(f"config error: the layer swap needs models.{swap['teacher']}.n_layers (one job "
+                                   "per layer; no local config.json to read it from)")
+        if not swap.get("student") and not (swap.get("steps") or swap.get("tokens")):
+            raise StudyConfigError("config error: experiments.layer_swap aligns a student (no student given): "
+                                   "set its steps or tokens")
+    dist = exps.get("hybrid_distillation")
+    if dist:
+        t = dist["teacher"]
+        known("experiments.hybrid_distillation.teacher", [t])
+        if t not in config["scan"]["models"] and any(k > 0 for k in dist["k"]):
+            raise StudyConfigError(f"config error: experiments.hybrid_distillation keeps the top heads of {t!r}'s "
+                                   "ranking: add it to scan.models")
+        heads = shapes[t][1]
+        for k in dist["k"] + ([dist["state_k"]] if "state_k" in dist else []):
+            if heads is not None and k > heads:
+                raise StudyConfigError(f"config error: experiments.hybrid_distillation.k = {k} but the teacher "
+                                       f"{t!r} has only {heads} heads")
+        if dist.get("state_sizes") and "state_k" not in dist:
+            raise StudyConfigError("config error: experiments.hybrid_distillation.state_sizes needs state_k "
+                                   "(the number of heads kept in the state-size sweep)")
+        for i, (s, n) in enumerate(zip(dist.get("steps") or [None] * 3, dist.get("tokens") or [None] * 3), 1):
+            if s is None and n is None:
+                raise StudyConfigError(f"config error: experiments.hybrid_distillation: stage {i} has neither "
+                                       "steps nor tokens")

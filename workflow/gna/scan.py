@@ -19,7 +19,7 @@ from .errors import HeadIndexError
 from .interventions import ablate_heads, capture_layer_inputs, head_mask, start_at_layer
 from .models import adapter_for
 from .models.description import Mixer
-from .probes.scoring import EncodedProbe, _accepts_logits_to_keep, batch_choice_logprobs, iter_batches, score
+from .probes.scoring import EncodedProbe, accepts_logits_to_keep, batch_choice_logprobs, iter_batches, score
 
 COLUMNS = ["model", "layer", "head", "kind", "accuracy", "drop", "rank", "answer_logprob", "logprob_drop",
            "baseline_accuracy", "n_examples"]
@@ -72,7 +72,7 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
     mixers = _select(model, kinds, layers)
     device = next(model.parameters()).device
     baseline = score(model, encoded, batch_size=batch_size).logprobs
-    keep = _accepts_logits_to_keep(model)
+    keep = accepts_logits_to_keep(model)
     totals: dict = defaultdict(lambda: [0, 0.0])
     batches = [b.to(device) for b in iter_batches(encoded, batch_size)]
     by_layer: dict[int, list[Mixer]] = defaultdict(list)

@@ -114,6 +114,11 @@ def topk_outputs(experiment):
             for m in experiment_models(experiment)}
 
 
+def paper_keys(models):
+    """Names of the models in the published tables (data/published), where they are the paper's."""
+    return {m: config["models"][m].get("paper_key", "") for m in models}
+
+
 def all_targets():
     targets = (expand("results/scan/{model}.ranking.csv", model=SCAN_MODELS)
                + ["figures/head_ranking.png", "figures/head_ranking.md"])
@@ -131,4 +136,12 @@ def all_targets():
         targets += ["figures/inference_memory.md"]
     if "heatmaps" in EXPERIMENTS:
         targets += ["figures/ga_heatmaps.png"]
+    if "ssm_masking" in EXPERIMENTS:
+        targets += ["figures/ssm_masking.png", "figures/ssm_masking.md"]
+    if "hybrid_attention" in EXPERIMENTS:
+        targets += ["figures/hybrid_attention.md"]
+    if "layer_swap" in EXPERIMENTS:
+        targets += ["figures/layer_swap.png", "figures/layer_swap.md"]
+    if "hybrid_distillation" in EXPERIMENTS:
+        targets += ["figures/hybrid_heads.png", "figures/hybrid_heads.md", "figures/hybrid_state_size.md"]
     return targets + ["figures/findings.md"]

@@ -13,26 +13,16 @@
 #                                (gna.micro.train.FAMILY_PRESETS); world/corpus merged by key
 
 
-def _micro():
-    return config.get("micro", {})
-
-
-MICRO_MODELS = sorted(_micro().get("models", {}))
-
-
-def micro_train_params(name):
-    m = _micro()["models"][name]
-    train = dict(m.get("train", {}))
-    train["world"] = {**_micro().get("world", {}), **train.get("world", {})}
-    return {"family": m["family"], "seed": int(m.get("seed", config.get("seed", 0))),
-            "model": dict(m.get("model", {})), "train": train}
+MICRO = config.get("micro", {})
+MICRO_MODEL_CFG = MICRO.get("models", {})
+MICRO_MODELS = sorted(MICRO_MODEL_CFG)
 
 
 rule micro_tasks:
     output:
         directory("results/micro/data"),
     params:
-        world=lambda wc: dict(_micro().get("world", {})),
+        world=MICRO.get("world", {}),
     log:
         "logs/micro/tasks.log",
     conda:
@@ -47,7 +37,11 @@ rule train_micro_model:
     wildcard_constraints:
         model="|".join(MICRO_MODELS) if MICRO_MODELS else "^$",
     params:
-        spec=lambda wc: micro_train_params(wc.model),
+        family=lambda wc: MICRO_MODEL_CFG[wc.model]["family"],
+        seed=lambda wc: int(MICRO_MODEL_CFG[wc.model].get("seed", config.get("seed", 0))),
+        model=lambda wc: MICRO_MODEL_CFG[wc.model].get("model", {}),
+        train=lambda wc: MICRO_MODEL_CFG[wc.model].get("train", {}),
+        world=MICRO.get("world", {}),
     threads: 1
     log:
         "logs/micro/train/{model}.log",
@@ -66,8 +60,8 @@ rule compare_micro_models:
         json="results/micro/compare.json",
     params:
         models=MICRO_MODELS,
-        shipped_dir=_micro().get("shipped_dir", "data/models"),
-        shipped_data=_micro().get("shipped_data", "data/micro/tasks"),
+        shipped_dir=MICRO.get("shipped_dir", "data/models"),
+        shipped_data=MICRO.get("shipped_data", "data/micro/tasks"),
     log:
         "logs/micro/compare.log",
     conda:

@@ -1,10 +1,6 @@
 # Final rules: every paper table and figure, ours beside the published numbers.
 
 
-def paper_keys(models):
-    return {m: config["models"][m].get("paper_key", "") for m in models}
-
-
 rule head_keeping_table:
     input:
         expand("results/head_keeping/{model}/{condition}.csv", model=experiment_models("head_keeping"),

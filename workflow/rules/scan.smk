@@ -38,7 +38,7 @@ rule head_ranking_figure:
         csv="figures/head_ranking.csv",
     params:
         models=SCAN_MODELS,
-        paper_keys={m: config["models"][m].get("paper_key", "") for m in SCAN_MODELS},
+        paper_keys=paper_keys(SCAN_MODELS),
     log:
         "logs/figures/head_ranking.log",
     conda:

@@ -11,7 +11,7 @@ with job(snakemake) as log:
     rows = [{"model": name, **compare_model_dirs(Path(p.shipped_dir) / name, retrained)}
             for name, retrained in zip(p.models, snakemake.input.retrained)]
     data = []
-    for f in sorted(Path(snakemake.input.data).iterdir()):
+    for f in sorted(x for x in Path(snakemake.input.data).iterdir() if not x.name.startswith(".")):
         shipped = Path(p.shipped_data) / f.name
         data.append({"file": f.name, "identical": _sha256(f) == _sha256(shipped)})
     lines = ["# Retrained micro models against the shipped ones", "",

@@ -7,7 +7,7 @@ from gna.experiments.run import evaluation_rows
 from gna.io import write_csv
 from gna.models import load_model
 from gna.pipeline import job
-from gna.probes.kv import lm_eval_task_config, read_jsonl
+from gna.probes.kv import lm_eval_task_config
 
 with job(snakemake) as log:
     p = snakemake.params

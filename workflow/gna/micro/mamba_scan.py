@@ -48,32 +48,38 @@ class _Scan(torch.autograd.Function):
     @staticmethod
     def backward(ctx, gy):
         dt, A, B, C, dtx, hs = ctx.saved_tensors
-        L = dt.shape[0]
+        L, b, d = dt.shape
         gy = gy.contiguous()
-        gh = torch.empty_like(hs)                        # dLoss/dh_t, through all later steps
-        g = gy[L - 1].unsqueeze(-1) * C[L - 1].unsqueeze(1)
-        gh[L - 1] = g
-        for t in range(L - 2, -1, -1):
-            dA_next = torch.exp(dt[t + 1].unsqueeze(-1) * A)
-            g = torch.addcmul(gy[t].unsqueeze(-1) * C[t].unsqueeze(1), dA_next, g)
-            gh[t] = g
-        gC = torch.einsum("lbd,lbdn->lbn", gy, hs)
-        gdtx = torch.einsum("lbdn,lbn->lbd", gh, B)
-        gB = torch.einsum("lbdn,lbd->lbn", gh, dtx)
-        # through dA_t = exp(dt_t A): q_t = gh_t * h_{t-1} * dA_t (zero at t = 0)
-        q = gh[1:] * hs[:-1] * torch.exp(dt[1:].unsqueeze(-1) * A)
-        gdt = torch.zeros_like(dt)
-        gdt[1:] = torch.einsum("lbdn,dn->lbd", q, A)
-        gA = torch.einsum("lbdn,lbd->dn", q, dt[1:])
+        gdt, gdtx = torch.zeros_like(dt), torch.empty_like(dtx)
+        gB, gC = torch.empty_like(B), torch.empty_like(C)
+        gA = torch.zeros_like(A)
+        g = None                                         # dLoss/dh_t through all later steps
+        dA_next = None
+        for t in range(L - 1, -1, -1):
+            G = gy[t].unsqueeze(-1) * C[t].unsqueeze(1)
+            g = G if g is None else torch.addcmul(G, dA_next, g)
+            gC[t] = torch.bmm(gy[t].unsqueeze(1), hs[t]).squeeze(1)
+            gdtx[t] = torch.bmm(g, B[t].unsqueeze(-1)).squeeze(-1)
+            gB[t] = torch.bmm(dtx[t].unsqueeze(1), g).squeeze(1)
+            dA = torch.exp(dt[t].unsqueeze(-1) * A)
+            if t > 0:                                    # through dA_t = exp(dt_t A); h_{-1} = 0
+                q = g * hs[t - 1] * dA
+                gdt[t] = (q * A).sum(-1)
+                gA += (q * dt[t].unsqueeze(-1)).sum(0)
+            dA_next = dA
         return gdt, gA, gB, gC, gdtx
 
 
+_ORIGINAL: dict[str, object] = {}
+
+
 def selective_scan(hidden_states, dt, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
-                   return_last_state=False, **_):
+                   return_last_state=False, **kw):
     """Drop-in for ``transformers.models.mamba.modeling_mamba.mamba_selective_scan`` (same
     arguments and result; ``hidden_states``/``dt``: (b, d, L), ``B``/``C``: (b, n, L))."""
-    if return_last_state:
-        raise NotImplementedError("gna.micro.mamba_scan is for training (no cache); use transformers' path")
+    if return_last_state:   # a forward that fills a cache (generation): transformers' own path
+        return _ORIGINAL["scan"](hidden_states, dt, A, B, C, D=D, z=z, delta_bias=delta_bias,
+                                 delta_softplus=delta_softplus, return_last_state=True, **kw)
     input_dtype = hidden_states.dtype
     if delta_bias is not None:
         dt = dt + delta_bias.to(dt.dtype)[..., None]
@@ -95,12 +101,14 @@ def selective_scan(hidden_states, dt, A, B, C, D=None, z=None, delta_bias=None, 
 @contextmanager
 def fast_mamba_scan(enabled: bool = True):
     """Within the context, ``MambaForCausalLM`` runs :func:`selective_scan` (full-sequence
-    forward without a cache); transformers' own function is restored on exit."""
+    forward without a cache; with one, transformers' path runs); transformers' own function is
+    restored on exit."""
     if not enabled:
         yield
         return
     from transformers.models.mamba import modeling_mamba as mm
     original = mm.mamba_selective_scan
+    _ORIGINAL.setdefault("scan", original)
     mm.mamba_selective_scan = selective_scan
     try:
         yield

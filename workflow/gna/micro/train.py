@@ -2,29 +2,35 @@
 
 ``train(family, model_config_overrides, train_config, out_dir, seed)`` builds a model of
 ``family`` (``llama`` -> ``LlamaForCausalLM``, ``mamba2`` -> ``Mamba2ForCausalLM``, ``mamba1``
--> ``MambaForCausalLM`` with ``use_mambapy=True``, ``zamba2`` -> ``Zamba2ForCausalLM``), trains
-it on :class:`gna.micro.corpus.Corpus` rows with AdamW, linear warm-up then cosine decay and
-gradient clipping, evaluates every ``eval_every`` steps (loss, KV accuracy at 4/8/16 pairs,
-knowledge, MMLU-format, and greedy exact match on the SWDE/LAMBADA/chain analogues), stops
-early once every ``targets`` threshold is met, and saves a directory that loads like a Hugging
-Face model: ``AutoModelForCausalLM.from_pretrained(out_dir)`` and
-``AutoTokenizer.from_pretrained(out_dir)``, plus ``train_config.json`` (everything needed to
-rerun), ``train_log.csv`` (one row per evaluation) and ``train_summary.json`` (final metrics,
-wall time). The directory appears atomically: it is written as ``<out_dir>.tmp-<pid>`` and
-renamed.
+-> ``MambaForCausalLM``, ``zamba2`` -> ``Zamba2ForCausalLM``), trains it on
+:class:`gna.micro.corpus.Corpus` rows with AdamW, linear warm-up then cosine decay and gradient
+clipping, in one or more *phases* (:class:`PhaseConfig`: each with its own corpus settings,
+optionally a fresh optimiser and warm-up, and targets that end it), evaluates every
+``eval_every`` steps (loss, KV accuracy at 4/8/16 pairs, knowledge, MMLU-format, and greedy
+exact match on the SWDE/LAMBADA/chain analogues), stops early once every ``targets`` threshold
+is met in the last phase, and saves a directory that loads like a Hugging Face model:
+``AutoModelForCausalLM.from_pretrained(out_dir)`` and ``AutoTokenizer.from_pretrained(out_dir)``,
+plus ``train_config.json`` (everything needed to rerun), ``train_log.csv`` (one row per
+evaluation) and ``train_summary.json`` (final metrics, phases, wall time). The directory appears
+atomically: it is written as ``<out_dir>.tmp-<pid>`` and renamed.
+
+Mamba-1 trains with :mod:`gna.micro.mamba_scan` (an exact selective scan with a hand-written
+backward, several times faster than transformers' pure-PyTorch paths) swapped in for the
+duration of training only; the model class and the checkpoint are plain Mamba.
 
 Reproducibility: the model init (``torch.manual_seed(seed)``), the corpus stream (string-seeded
-``random.Random``) and the evaluation sets are pure functions of the configs and the seed, and
-training runs on one thread with deterministic algorithms. With the same software versions
-(torch, transformers, mambapy) on the same kind of CPU, two runs stopped by ``max_steps`` or by
-``targets`` produce byte-identical ``model.safetensors`` (the test suite checks this for a
-short run). Across CPU types or library versions floating-point kernels may differ in the last
-bits, so bytes are not guaranteed there. A ``max_seconds`` budget stops at a wall-clock-dependent
-step and so is *not* reproducible; the step it stopped at is in ``train_summary.json``, and
-rerunning with ``max_steps`` set to it reproduces the model.
+``random.Random``) and the evaluation sets are pure functions of the configs and the seed;
+targets are checked at fixed evaluation steps; training runs on one thread with deterministic
+algorithms. With the same software versions (torch, transformers) on the same kind of CPU, two
+runs produce byte-identical ``model.safetensors`` (the test suite checks this for a short run;
+RECIPE.md reports it for the shipped models). Across CPU types or library versions
+floating-point kernels may differ in the last bits, so bytes are not guaranteed there. A
+``max_seconds`` budget stops at a wall-clock-dependent step and so is *not* reproducible; the
+step it stopped at is in ``train_summary.json``, and rerunning with ``max_steps`` set to it
+reproduces the model.
 
-The per-family model sizes and recipe settings live in :data:`FAMILY_PRESETS` (the one place;
-the pipeline config references and overrides them).
+The per-family model sizes and recipes live in :data:`FAMILY_PRESETS` (the one place; the
+pipeline config references and overrides them).
 """
 from __future__ import annotations
 
@@ -47,6 +53,7 @@ import torch.nn.functional as F
 from ..errors import ConfigError
 from . import tasks as T
 from .corpus import IGNORE, Corpus, CorpusConfig
+from .mamba_scan import fast_mamba_scan
 from .tokenizer import word_level_tokenizer
 from .world import WorldConfig, build_world
 
@@ -57,13 +64,40 @@ FAMILIES = ("llama", "mamba2", "mamba1", "zamba2")
 # The one place for the per-family model size and recipe. "model": keyword arguments of the
 # transformers config class (vocabulary size and special ids are added by `model_config`);
 # "train": TrainConfig fields (nested "world"/"corpus" dicts are merged key by key).
+#
+# The recipe (gna/micro/RECIPE.md has the measurements): three phases, each ending at a fixed
+# evaluation step once its targets are met (or after its steps), so the stopping step is
+# reproducible.
+#   1. "retrieval": the recipe notes' short rows (KV dictionary, three facts, an induction
+#      segment), KV curriculum from 1-2 to 16 pairs over 600 steps, until the retrieval targets.
+#   2. "mix": every segment (MMLU-format x6 per row, records, passages, chains), until MMLU .6.
+#   3. "mmlu12": warm restart (fresh AdamW, 50-step warm-up, cosine over the phase) with 12
+#      MMLU-format questions per row, until the final targets.
+_EXTRAS_OFF = {"mmlu_prob": 0.0, "record_prob": 0.0, "passage_prob": 0.0, "chain_prob": 0.0}
+
+
+def _recipe(retrieval_steps: int, retrieval_targets: dict, mix_steps: int, final_steps: int) -> dict[str, Any]:
+    return {
+        "max_steps": 4000, "eval_every": 50,
+        "targets": {"kv8": 0.95, "knowledge": 0.98, "mmlu": 0.9},
+        "corpus": {"mmlu_per_row": 6},
+        "phases": [
+            {"name": "retrieval", "steps": retrieval_steps, "targets": retrieval_targets,
+             "corpus": dict(_EXTRAS_OFF)},
+            {"name": "mix", "steps": mix_steps, "targets": {"mmlu": 0.6}},
+            {"name": "mmlu12", "steps": final_steps, "restart": True, "warmup_steps": 50,
+             "decay_steps": final_steps, "corpus": {"mmlu_per_row": 12}},
+        ],
+    }
+
+
 FAMILY_PRESETS: dict[str, dict[str, Any]] = {
     "llama": {  # the recipe's transformer (micro-recipe.md: kv8 >= .9 in ~350 steps)
         "model": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
                       intermediate_size=256, hidden_act="silu", max_position_embeddings=512,
                       rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
                       tie_word_embeddings=False),
-        "train": {},
+        "train": _recipe(1000, {"kv8": 0.95, "kv16": 0.9, "knowledge": 0.98}, 1000, 600),
     },
     # chunk_size (Mamba-2 and Zamba2): the SSD result does not depend on it (up to rounding); the
     # pure-PyTorch path pads every sequence to a multiple of it and its cost grows with it. Measured
@@ -72,12 +106,12 @@ FAMILY_PRESETS: dict[str, dict[str, Any]] = {
     "mamba2": {  # state 64 is what made a 2-layer Mamba-2 retrieve in the recipe notes
         "model": dict(hidden_size=64, num_hidden_layers=2, num_heads=8, head_dim=16, state_size=64,
                       expand=2, n_groups=1, conv_kernel=4, chunk_size=64, tie_word_embeddings=False),
-        "train": {},
+        "train": _recipe(600, {"kv8": 0.9, "knowledge": 0.98}, 100, 50),
     },
     "mamba1": {  # state 16 as in Falcon-Mamba-7B; pure-PyTorch path through mambapy's parallel scan
         "model": dict(hidden_size=64, num_hidden_layers=2, state_size=16, expand=2, conv_kernel=4,
                       use_mambapy=True, tie_word_embeddings=False),
-        "train": {},
+        "train": _recipe(400, {"kv8": 0.9, "knowledge": 0.98}, 100, 50),
     },
     "zamba2": {  # Mamba-2 (state 16) layers; one shared attention+MLP block invoked twice.
         # tie_word_embeddings must stay True: in transformers 5.x Zamba2 ties the shared block's
@@ -91,7 +125,7 @@ FAMILY_PRESETS: dict[str, dict[str, Any]] = {
                       num_mem_blocks=1, use_shared_attention_adapter=False, adapter_rank=8,
                       use_mem_rope=True, max_position_embeddings=512, chunk_size=64,
                       tie_word_embeddings=True),
-        "train": {},
+        "train": _recipe(600, {"kv8": 0.9, "knowledge": 0.98}, 100, 50),
     },
 }
 
@@ -205,6 +239,7 @@ class TrainConfig:
     max_seconds: float | None = None   # wall-clock budget; makes the stopping step non-reproducible
     threads: int = 1
     progress: bool = True
+    fast_scan: bool = True             # mamba1: train with gna.micro.mamba_scan (exact, faster; same model class)
     world: dict[str, Any] = field(default_factory=dict)    # WorldConfig fields
     corpus: dict[str, Any] = field(default_factory=dict)   # CorpusConfig fields
     phases: list[dict[str, Any]] = field(default_factory=list)   # PhaseConfig fields, in order
@@ -354,7 +389,7 @@ def evaluate(model, eval_sets: list[EvalSet], pad_id: int = 0, batch_size: int =
             inp = torch.full((len(chunk), width), pad_id, dtype=torch.long)
             for b, (ids, _) in enumerate(chunk):
                 inp[b, :len(ids)] = torch.tensor(ids)
-            logits = model(input_ids=inp).logits
+            logits = model(input_ids=inp, use_cache=False).logits
             for b, (_, checks) in enumerate(chunk):
                 ok = True
                 for pos, cands, gold in checks:
@@ -462,10 +497,14 @@ def train(family: str, model_config_overrides: dict | None = None,
                  " ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
         losses = []
 
+    scan_ctx = fast_mamba_scan(family == "mamba1" and cfg.fast_scan)
+    scan_ctx.__enter__()
     try:
         if cfg.eval_at_start:
             do_eval(0, phases[0].name)
-        bar = tqdm(total=total, desc=f"train {family}", disable=not cfg.progress, dynamic_ncols=True)
+        import sys
+        bar = tqdm(total=total, desc=f"train {family}", disable=not cfg.progress, dynamic_ncols=True,
+                   mininterval=0.5 if sys.stderr.isatty() else 30.0)   # a log file gets a line per 30 s
         evaluated_at = -1
         done = False
         for pi, phase in enumerate(phases):
@@ -520,6 +559,7 @@ def train(family: str, model_config_overrides: dict | None = None,
         bar.close()
     finally:
         log_file.close()
+        scan_ctx.__exit__(None, None, None)
 
     seconds = time.perf_counter() - start
     model.eval()
@@ -546,3 +586,51 @@ def _versions() -> dict[str, str]:
     except Exception:  # pragma: no cover - optional
         pass
     return v
+
+
+# ------------------------------------------------------------------------ comparison
+
+def _sha256(path: Path) -> str | None:
+    import hashlib
+    if not path.is_file():
+        return None
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def compare_model_dirs(shipped: str | os.PathLike, retrained: str | os.PathLike) -> dict[str, Any]:
+    """Compare a retrained micro model directory with the shipped one: the sha256 of
+    ``model.safetensors`` (``identical`` when equal), the largest absolute difference of any
+    tensor when not, whether the resolved training configs agree (library versions aside),
+    and both runs' steps, stop reason and final metrics."""
+    a, b = Path(shipped), Path(retrained)
+    out: dict[str, Any] = {"shipped": str(a), "retrained": str(b)}
+    ha, hb = _sha256(a / "model.safetensors"), _sha256(b / "model.safetensors")
+    out.update(sha256_shipped=ha, sha256_retrained=hb, identical=ha is not None and ha == hb)
+    if ha and hb and ha != hb:
+        from safetensors.torch import load_file
+        ta, tb = load_file(a / "model.safetensors"), load_file(b / "model.safetensors")
+        if set(ta) != set(tb):
+            out["max_abs_diff"] = None
+            out["tensor_names_differ"] = sorted(set(ta) ^ set(tb))
+        else:
+            out["max_abs_diff"] = max(float((ta[k].float() - tb[k].float()).abs().max()) if ta[k].shape == tb[k].shape
+                                      else float("inf") for k in ta)
+
+    def read(d: Path, name: str) -> dict:
+        p = d / name
+        return json.loads(p.read_text()) if p.is_file() else {}
+
+    ca, cb = read(a, "train_config.json"), read(b, "train_config.json")
+    for c in (ca, cb):   # display-only: the progress bar does not change the training
+        c.get("train", {}).pop("progress", None)
+    out["versions_shipped"], out["versions_retrained"] = ca.pop("versions", None), cb.pop("versions", None)
+    out["same_config"] = bool(ca) and ca == cb
+    for tag, d in (("shipped", a), ("retrained", b)):
+        s = read(d, "train_summary.json")
+        out[f"steps_{tag}"], out[f"stopped_{tag}"] = s.get("steps"), s.get("stopped")
+        out[f"seconds_{tag}"], out[f"metrics_{tag}"] = s.get("seconds"), s.get("metrics")
+    return out

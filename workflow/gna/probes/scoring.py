@@ -197,7 +197,7 @@ def batch_choice_logprobs(logits: torch.Tensor, batch: ProbeBatch) -> torch.Tens
     return out.view(*lead, E, C)
 
 
-def _accepts_logits_to_keep(model) -> bool:
+def accepts_logits_to_keep(model) -> bool:
     """transformers' own causal LMs slice hidden states by a 1-D ``logits_to_keep`` tensor, so
     only the positions read are projected onto the vocabulary (B x T x 128k logits otherwise).
     Other classes (e.g. our Llamba port) may take only an int there: give them full logits."""
@@ -222,7 +222,7 @@ def score(model, tokenizer_or_encoded, examples=None, batch_size: int = 32,
             raise ProbeError(f"{name}: pass examples together with a tokenizer")
         enc = encode(examples, tokenizer_or_encoded, name=name)
     device = next(model.parameters()).device
-    keep = forward is None and _accepts_logits_to_keep(model)
+    keep = forward is None and accepts_logits_to_keep(model)
     logprobs = torch.empty(len(enc), enc.n_choices, dtype=torch.float64)
     per = examples_per_batch(enc, batch_size)
     with torch.no_grad():

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import hybrid as hybrid_report
 from .common import write_text
 
 CHANCE_MMLU = 0.25
@@ -161,7 +162,7 @@ def make(figures_dir, out_md) -> pd.DataFrame:
                    "not knowledge", ["mmlu", "gsm8k", "swde", "bbh"], ["knowledge"])
             + topk(fig, "arc_chat.csv", "ARC-C chat (letter) falls under top-k removal, regular ARC-C holds",
                    ["arc_challenge_chat"], ["arc_challenge"])
-            + redundancy(fig) + memory(fig))
+            + redundancy(fig) + memory(fig) + hybrid_report.findings_rows(fig))
     df = pd.DataFrame(rows, columns=["claim", "model", "verdict", "evidence"])
     lines = ["# Findings: which of the paper's claims this run shows", "",
              "Computed from the tables in this folder by `gna.report.findings`; thresholds are in its source.", ""]

@@ -1,0 +1,213 @@
+"""The data the hybrid students are distilled on, and the token budgets of each stage.
+
+Two sources, one interface (what :func:`gna.hybrid.distill` takes as ``data_iter``):
+
+- ``micro``: rows of :class:`gna.micro.corpus.Corpus` from the study's own world (the facts,
+  dictionaries, records, passages and MMLU-format questions the micro models were trained on),
+  tokenized by the teacher's word-level tokenizer. Random access: the batch of step ``s`` is a
+  pure function of ``(seed, s)``, so a resumed stage reads exactly the batches it would have.
+- ``web`` (paper scale): fineweb-edu and finemath streamed through ``datasets``
+  (``load_dataset(..., streaming=True)``), interleaved with fixed weights, tokenized with the
+  teacher's tokenizer (BOS + text + EOS), packed into ``seq_len`` rows. A re-iterable: a
+  resumed stage replays the stream from its start and skips the batches already seen (the
+  shuffle buffer and interleaving are seeded, so the order is the same). It needs the Hub or
+  a pre-filled ``HF_DATASETS_CACHE``; the workflow sets ``HF_DATASETS_OFFLINE=1``.
+
+Budgets follow the follow-up paper (``gna.hybrid.PAPER_TOKENS``: 3e8, 5e9, 2e10 tokens for
+stages 1-3): a stage runs ``steps`` optimizer steps, or ``ceil(tokens / (batch x seq_len))``
+when only ``tokens`` is given, and stops early once ``tokens`` real tokens were seen.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+
+from ..errors import ConfigError
+
+# The follow-up distils on fineweb-edu and finemath; the subsets and mixture weights are our
+# assumption (the paper gives the sources, not the proportions).
+WEB_SOURCES = (
+    {"path": "HuggingFaceFW/fineweb-edu", "name": "sample-10BT", "weight": 0.7, "text": "text"},
+    {"path": "HuggingFaceTB/finemath", "name": "finemath-3plus", "weight": 0.3, "text": "text"},
+)
+MICRO_CORPUS = {"curriculum_steps": 0}  # full difficulty from the first step: the teacher is trained
+
+
+def stage_steps(steps: int | None, tokens: float | None, batch_size: int, seq_len: int) -> int:
+    """Optimizer steps of a stage: ``steps`` if given, else enough batches for ``tokens``."""
+    if steps:
+        return int(steps)
+    if not tokens:
+        raise ConfigError("a distillation stage needs steps or tokens")
+    return math.ceil(float(tokens) / (batch_size * seq_len))
+
+
+# --------------------------------------------------------------------------------- micro
+
+def world_of(tasks_dir: str | None) -> dict:
+    """The world config the micro tasks in ``tasks_dir`` were generated from (``world.json``)."""
+    if tasks_dir is None:
+        return {}
+    p = Path(tasks_dir) / "world.json"
+    return json.loads(p.read_text())["config"] if p.is_file() else {}
+
+
+def micro_stream(tokenizer, world: dict | None, batch_size: int, seed: int = 0, corpus: dict | None = None,
+                 purpose: str = "distill") -> Callable[[int], dict]:
+    """``step -> {"input_ids", "attention_mask", "labels"}``: ``batch_size`` micro-corpus rows,
+    right-padded. ``labels`` marks the tokens the micro models were trained on (answers, fact values,
+    induction repeats, answer letters; -100 elsewhere): distillation uses every real token, the
+    held-out perplexity only these (the rest, e.g. fresh random dictionary keys, is unpredictable
+    by construction and was never trained)."""
+    from ..micro import tasks as T
+    from ..micro.corpus import Corpus, CorpusConfig
+    from ..micro.world import build_world
+
+    w = build_world(world or {})
+    cfg = CorpusConfig.from_dict({**MICRO_CORPUS, **(corpus or {})})
+    exclude = T.evaluation_fingerprints(w)
+    vocab, bos, pad = tokenizer.get_vocab(), tokenizer.bos_token_id, tokenizer.pad_token_id
+    if pad is None:
+        pad = tokenizer.eos_token_id
+
+    def batch(step: int) -> dict:
+        c = Corpus(w, cfg, vocab, bos, pad, seed=f"{purpose}/{seed}/{step}", exclude=exclude)
+        ids, labels = c.batch(step, batch_size)
+        am = torch.zeros_like(ids)
+        for i in range(ids.shape[0]):  # right padding: real tokens are the prefix up to the last non-pad
+            real = (ids[i] != pad).nonzero()
+            am[i, : int(real.max()) + 1 if len(real) else 0] = 1
+        return {"input_ids": ids, "attention_mask": am, "labels": labels}
+
+    return batch
+
+
+# --------------------------------------------------------------------------------- web (paper)
+
+class WebStream:
+    """Batches of packed ``seq_len`` rows from interleaved streaming datasets (re-iterable)."""
+
+    def __init__(self, tokenizer, sources=WEB_SOURCES, seq_len: int = 2048, batch_size: int = 32, seed: int = 0,
+                 shuffle_buffer: int = 10_000):
+        self.tokenizer, self.sources = tokenizer, [dict(s) for s in sources]
+        self.seq_len, self.batch_size, self.seed, self.shuffle_buffer = seq_len, batch_size, seed, shuffle_buffer
+        if not self.sources:
+            raise ConfigError("the web data stream needs at least one source")
+
+    def _documents(self) -> Iterator[str]:
+        from datasets import interleave_datasets, load_dataset
+
+        streams = []
+        for s in self.sources:
+            ds = load_dataset(s["path"], s.get("name"), split=s.get("split", "train"), streaming=True)
+            col = s.get("text", "text")
+            ds = ds.select_columns([col]).rename_column(col, "text") if col != "text" else ds.select_columns(["text"])
+            streams.append(ds.shuffle(seed=self.seed, buffer_size=self.shuffle_buffer))
+        weights = [float(s.get("weight", 1.0)) for s in self.sources]
+        total = sum(weights)
+        mixed = interleave_datasets(streams, probabilities=[w / total for w in weights], seed=self.seed,
+                                    stopping_strategy="all_exhausted")
+        for doc in mixed:
+            yield doc["text"]
+
+    def __iter__(self) -> Iterator[dict]:
+        tok = self.tokenizer
+        bos, eos = tok.bos_token_id, tok.eos_token_id
+        buf: list[int] = []
+        rows: list[list[int]] = []
+        for text in self._documents():
+            ids = tok(text, add_special_tokens=False)["input_ids"]
+            buf += ([bos] if bos is not None else []) + ids + ([eos] if eos is not None else [])
+            while len(buf) >= self.seq_len:
+                rows.append(buf[: self.seq_len])
+                buf = buf[self.seq_len:]
+                if len(rows) == self.batch_size:
+                    yield {"input_ids": torch.tensor(rows)}
+                    rows = []
+
+
+# --------------------------------------------------------------------------------- both
+
+def make_stream(data: dict, tokenizer, tasks_dir: str | None, seed: int = 0, purpose: str = "distill"):
+    """The stream a ``data`` config names: ``{source: micro, batch_size, corpus?}`` or
+    ``{source: web, batch_size, seq_len, sources?}``. ``purpose`` separates training from held-out."""
+    source = data.get("source", "micro")
+    if source == "micro":
+        return micro_stream(tokenizer, world_of(tasks_dir), int(data.get("batch_size", 16)), seed,
+                            data.get("corpus"), purpose)
+    if source == "web":
+        offset = 0 if purpose == "distill" else 1_000_003  # held-out: another shuffle of the stream
+        return WebStream(tokenizer, data.get("sources") or WEB_SOURCES, int(data.get("seq_len", 2048)),
+                         int(data.get("batch_size", 32)), seed + offset)
+    raise ConfigError(f"data source {source!r} is not 'micro' or 'web'")
+
+
+def seq_len_of(data: dict) -> int:
+    """Tokens per row for budgeting: ``seq_len`` (web) or the micro corpus' ``max_len``."""
+    if data.get("source", "micro") == "web":
+        return int(data.get("seq_len", 2048))
+    from ..micro.corpus import CorpusConfig
+    return CorpusConfig.from_dict({**MICRO_CORPUS, **(data.get("corpus") or {})}).max_len
+
+
+@torch.no_grad()
+def heldout_perplexity(model, stream, n_batches: int) -> float:
+    """Next-token perplexity over ``n_batches`` batches of ``stream``: over the tokens a batch's
+    ``labels`` mark (-100: not scored) if it has them, else over every real token."""
+    device = next(model.parameters()).device
+    batches = (stream(i) for i in range(n_batches)) if callable(stream) else stream
+    nll, count = 0.0, 0
+    for i, b in enumerate(batches):
+        if i >= n_batches:
+            break
+        ids = b["input_ids"].to(device)
+        am = b.get("attention_mask")
+        am = torch.ones_like(ids) if am is None else am.to(device)
+        logits = model(input_ids=ids, attention_mask=am, use_cache=False).logits[..., :-1, :].float()
+        vocab = getattr(model.config, "vocab_size", logits.shape[-1])
+        lp = logits[..., :vocab].log_softmax(-1).gather(-1, ids[:, 1:, None])[..., 0]
+        labels = b.get("labels")
+        w = (am[:, 1:] * am[:, :-1]).float() if labels is None else (labels[:, 1:] != -100).float().to(device)
+        nll -= float((lp * w).sum())
+        count += int(w.sum())
+    return math.exp(nll / max(count, 1))
+
+
+# --------------------------------------------------------------------------------- checkpoints
+
+def input_stamp(*paths) -> list:
+    """Size and mtime of every file under ``paths`` (strings, or lists of them, as Snakemake's
+    named inputs come): changes when an input is rewritten."""
+    flat = [x for p in paths for x in ([p] if isinstance(p, (str, Path)) else list(p))]
+    out = []
+    for p in map(Path, flat):
+        files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p] if p.exists() else []
+        out += [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files if not f.name.startswith(".")]
+    return out
+
+
+def checkpoint_dir(path, job: dict) -> Path:
+    """The resumable-checkpoint folder of one job, ``job`` describing what it trains (teacher,
+    heads, inputs, hyperparameters; not the budget, so a longer run continues a shorter one).
+
+    Checkpoints written for another job (an input or a hyperparameter changed since a run was
+    interrupted) are removed: the stage restarts cleanly instead of resuming the wrong run.
+    """
+    import shutil
+
+    from ..io import write_json
+
+    p = Path(path)
+    marker = p / "job.json"
+    if p.exists():
+        same = marker.is_file() and json.loads(marker.read_text()) == json.loads(json.dumps(job, default=str))
+        if not same:
+            shutil.rmtree(p)
+    p.mkdir(parents=True, exist_ok=True)
+    if not marker.is_file():
+        write_json(job, marker)
+    return p

@@ -1,0 +1,197 @@
+"""Masking the SSM's G&A heads on MMLU-format prompts (slides, section 5; PROTOCOL 6).
+
+Per prompt, the chosen heads' token-mixing matrices are multiplied by a mask built from the
+prompt's answer-choice segments (:func:`gna.masking.segment_mmlu_prompt`):
+
+- ``none``: all ones (the model itself, through the same masked code path);
+- ``full``: the chosen heads are zeroed (they mix nothing);
+- ``pattern``: the Gather head keeps only the entries inside each choice line, the Aggregate
+  head only the final position's entries onto each choice's closing newline.
+
+A prompt without answer choices (a knowledge cloze) has no pattern: ``pattern`` masks the
+heads fully there, as ``full`` does (so knowledge tells whether the heads carry knowledge).
+Scoring is :mod:`gna.probes.scoring` (exactly lm-eval's ``acc``) with one forward per batch.
+"""
+from __future__ import annotations
+
+import logging
+
+import pandas as pd
+import torch
+
+from ..errors import ProbeError
+from ..masking import ga_head_masks, masked_mixers, segment_mmlu_prompt, stack_masks
+from ..models import describe
+from ..probes.scoring import batch_choice_logprobs, encode, iter_batches
+
+log = logging.getLogger(__name__)
+
+SSM_KINDS = ("mamba2", "discrete-mamba2")  # the SSM mixers gna.masking can mask
+MODES = ("none", "full", "pattern")
+
+
+def ssm_ga_heads(ga: pd.DataFrame, kinds=SSM_KINDS) -> tuple[dict[str, list], str]:
+    """The top Gather and top Aggregate SSM heads of a scan's ``ga.csv``.
+
+    Returns ``({"gather": [layer, head, kind], "aggregate": [...]}, how)``. ``how`` is
+    ``"classified"`` when the scan classified both roles among its top SSM heads; otherwise a
+    missing role falls back to the top-ranked SSM head of the earliest layer (Gather) or of the
+    latest layer (Aggregate) among the top ones, and ``how`` says which role fell back.
+    """
+    ssm = ga[ga.kind.isin(kinds)].sort_values("rank")
+    if ssm.empty:
+        raise ProbeError(f"no maskable SSM head ({', '.join(kinds)}) among the scan's top heads "
+                         f"(kinds there: {sorted(set(ga.kind))})")
+
+    def row(r):
+        return [int(r.layer), int(r["head"]), str(r.kind)]
+
+    heads, fell_back = {}, []
+    for role in ("gather", "aggregate"):
+        hits = ssm[ssm.role == role] if "role" in ssm else ssm.iloc[:0]
+        if not hits.empty:
+            heads[role] = row(hits.iloc[0])
+    for role, layer in (("gather", ssm.layer.min()), ("aggregate", ssm.layer.max())):
+        if role in heads:
+            continue
+        # the earliest (Gather) or latest (Aggregate) layer's top head, else the next free one
+        candidates = [row(r) for _, r in ssm[ssm.layer == layer].iterrows()] + [row(r) for _, r in ssm.iterrows()]
+        free = [h for h in candidates if h not in heads.values()]
+        if not free:
+            raise ProbeError(f"only one SSM head among the scan's top heads: cannot pick a {role} head besides "
+                             f"{heads}")
+        heads[role] = free[0]
+        fell_back.append(role)
+    how = "classified" if not fell_back else "fallback:" + "+".join(fell_back)
+    return {"gather": heads["gather"], "aggregate": heads["aggregate"]}, how
+
+
+def head_label(heads: dict[str, list]) -> str:
+    return " ".join(f"{role}=L{h[0]}H{h[1]}" for role, h in heads.items())
+
+
+def _roles_by_mixer(heads: dict[str, list]) -> dict[tuple[int, str], dict[int, str]]:
+    out: dict[tuple[int, str], dict[int, str]] = {}
+    for role, (layer, head, kind) in heads.items():
+        out.setdefault((int(layer), kind), {})[int(head)] = role
+    return out
+
+
+def _segments(examples, tokenizer) -> list:
+    """Each prompt's choice segments (None where it has none), on the very tokens ``encode`` makes."""
+    bos = tokenizer.bos_token or tokenizer.eos_token
+    out = []
+    for ex in examples:
+        ctx = ex["prompt"].rstrip()
+        enc = tokenizer(ctx, add_special_tokens=not (bos and ctx.startswith(bos)), return_offsets_mapping=True)
+        try:
+            out.append(segment_mmlu_prompt(ctx, enc["offset_mapping"]))
+        except ProbeError:
+            out.append(None)
+    return out
+
+
+@torch.no_grad()
+def masked_accuracy(model, tokenizer, examples: list[dict], heads: dict[str, list], mode: str,
+                    batch_size: int = 16, name: str = "task") -> dict:
+    """Accuracy (lm-eval's ``acc``) on multiple-choice ``examples`` ``{prompt, choices, answer}``
+    with ``heads`` (role -> [layer, head, kind]) masked in ``mode``.
+
+    Returns ``{"acc", "n", "with_pattern", "logprobs"}``: ``with_pattern`` counts prompts that had
+    choice segments (the others are masked fully under ``pattern``); ``logprobs`` (N, C).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r} is not one of {MODES}")
+    enc = encode(examples, tokenizer, name=name)
+    segs = _segments(examples, tokenizer)
+    desc = describe(model)
+    roles = _roles_by_mixer(heads)
+    n_heads = {key: desc.mixer(*key).n_heads for key in roles}
+    device = next(model.parameters()).device
+    C = enc.n_choices
+    logprobs = torch.empty(len(enc), C, dtype=torch.float64)
+    with masked_mixers(model, {key: torch.ones(1, n_heads[key], 1, 1) for key in roles}) as handle:
+        # placeholder masks; every batch replaces them with its own (B, H, T, T)
+        for batch in iter_batches(enc, batch_size):
+            T = batch.input_ids.shape[1]
+            rows = [int(e) for e in batch.examples for _ in range(1 if enc.one_row else C)]
+            lengths = batch.attention_mask.sum(1).tolist()
+            masks = {}
+            for key, r in roles.items():
+                masks[key] = stack_masks([ga_head_masks(segs[e], int(t), n_heads[key], r, mode)
+                                          for e, t in zip(rows, lengths)], T).to(device)
+            handle.update(masks)
+            b = batch.to(device)
+            out = model(input_ids=b.input_ids, attention_mask=b.attention_mask, use_cache=False)
+            logprobs[batch.examples] = batch_choice_logprobs(out.logits, b).cpu()
+    correct = logprobs.argmax(-1) == enc.answers
+    return {"acc": correct.double().mean().item(), "n": len(enc), "with_pattern": sum(s is not None for s in segs),
+            "logprobs": logprobs}
+
+
+def masking_rows(model, tokenizer, tasks: dict[str, list[dict]], heads: dict[str, list], mode: str,
+                 batch_size: int, fields: dict) -> pd.DataFrame:
+    """Tidy rows (``fields`` + task, metric=acc, value, n, heads) of one masking condition."""
+    rows = []
+    for task, examples in tasks.items():
+        r = masked_accuracy(model, tokenizer, examples, heads, mode, batch_size, name=task)
+        log.info("%s %s: acc %.3f on %d (%d with choice segments)", mode, task, r["acc"], r["n"], r["with_pattern"])
+        rows.append(dict(fields, condition=mode, task=task, metric="acc", value=r["acc"], n=r["n"],
+                         with_pattern=r["with_pattern"], heads=head_label(heads)))
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------------- task export
+
+def _leaf_tasks(task_dict) -> dict:
+    """lm-eval's (possibly nested, group -> tasks) task dict -> {task name: Task}."""
+    out = {}
+    for key, value in task_dict.items():
+        if isinstance(value, dict):
+            out.update(_leaf_tasks(value))
+        else:
+            out[getattr(key, "group_name", None) or str(key)] = value
+    return out
+
+
+def export_mc_examples(task: str, suite, limit: int | None = None) -> list[dict]:
+    """The multiple-choice rows ``{id, task, prompt, choices, answer}`` lm-eval would score for
+    ``task`` (a task or a group, e.g. ``mmlu``: each subtask's first ``limit`` documents), read off
+    the requests lm-eval itself builds: ``prompt`` is the context (description and few-shot
+    included), ``choices`` the continuations (target delimiter included), ``answer`` the gold index.
+
+    ``suite``: a :class:`gna.evaluate.TaskSuite` (micro tasks from JSONL, or lm-eval's registry).
+    Tasks whose choices have different contexts (Winogrande-style) are refused: their choices
+    share no prompt to segment and mask.
+    """
+    from lm_eval.tasks import get_task_dict
+
+    from ..errors import ConfigError
+
+    resolved, manager = suite.resolve([task])
+    rows = []
+    for name, t in sorted(_leaf_tasks(get_task_dict(resolved, manager)).items()):
+        if t.OUTPUT_TYPE != "multiple_choice":
+            raise ConfigError(f"task {name!r} is {t.OUTPUT_TYPE!r}, not multiple_choice: it cannot be exported "
+                              "for the masking experiment")
+        t.build_all_requests(limit=limit)
+        by_doc: dict[int, list] = {}
+        for inst in t.instances:
+            by_doc.setdefault(inst.doc_id, []).append(inst)
+        for doc_id, insts in sorted(by_doc.items()):
+            insts.sort(key=lambda i: i.idx)
+            contexts = {i.arguments[0] for i in insts}
+            if len(contexts) != 1:
+                raise ConfigError(f"task {name!r}: the choices of document {doc_id} have {len(contexts)} different "
+                                  "contexts (Winogrande-style); the masking experiment needs one shared prompt")
+            doc = insts[0].doc
+            gold, options = t.doc_to_target(doc), t.doc_to_choice(doc)
+            if isinstance(gold, list):
+                gold = gold[0]
+            if isinstance(gold, str):
+                gold = options.index(gold) if gold in options else int(gold)
+            rows.append({"id": f"{name}-{doc_id:05d}", "task": name, "prompt": insts[0].arguments[0],
+                         "choices": [i.arguments[1] for i in insts], "answer": int(gold)})
+    if not rows:
+        raise ConfigError(f"task {task!r} produced no documents")
+    return rows

@@ -1,0 +1,251 @@
+# Layer swap (Fig. 7) and retrieval-guided hybrid distillation (the follow-up paper).
+# Reads config["experiments"]:
+#   layer_swap.teacher           the transformer whose decoder layers are swapped in
+#   layer_swap.student           an SSM of the config aligned to it (paper: llamba-8b-unaligned); when
+#                                absent, one is made here: rule align_student (MOHAWK stages 1-2)
+#   layer_swap.{steps,tokens,lr,state_size,data}   align_student's budgets ([stage 1, stage 2])
+#   hybrid_distillation.teacher  the transformer distilled (paper: llama-1b)
+#   hybrid_distillation.k        kept attention heads, top-k of the teacher's KV ranking
+#   hybrid_distillation.state_size        SSM state of the k sweep
+#   hybrid_distillation.state_sizes, state_k   the state-size sweep, at k = state_k
+#   hybrid_distillation.random_heads      also the same budgets of random heads: true (every k > 0),
+#                                         or the list of k to do it for
+#   hybrid_distillation.{steps,tokens,lr} per stage [1 matrices, 2 hidden states, 3 logits]
+#   hybrid_distillation.data     {source: micro | web, batch_size, seq_len?, corpus?, sources?}
+#
+# Distillation checkpoints: every stage's output is a complete student directory (written
+# atomically at the end; DVC tracks it with results/). While a stage runs, its resumable
+# checkpoints live in <output>.ckpt/ (NOT an output: Snakemake deletes the outputs of a failed or
+# killed job, and would delete them with it); a rerun resumes from the newest complete one, and
+# they are removed once the stage's output is written. hybrid_distillation.save_every (steps between
+# checkpoints) is read by the script from the config, not a param: changing it changes no result,
+# so it must not rerun the stages.
+
+LAYER_SWAP = EXPERIMENTS.get("layer_swap", {})
+DISTILL = EXPERIMENTS.get("hybrid_distillation", {})
+STAGE_NAMES = {1: "matrices", 2: "hidden_states", 3: "end_to_end"}
+
+
+# Variant names k{k}-s{state}-{ranked|random}: the k sweep, the state sweep, the random control.
+_S = DISTILL.get("state_size", 64)
+_RANDOM = DISTILL.get("random_heads", True)
+DISTILL_VARIANTS = list(dict.fromkeys(
+    [f"k{k}-s{_S}-ranked" for k in DISTILL.get("k", [])]
+    + [f"k{DISTILL.get('state_k')}-s{st}-ranked" for st in DISTILL.get("state_sizes", [])]
+    + [f"k{k}-s{_S}-random" for k in ([k for k in DISTILL.get("k", []) if k > 0] if _RANDOM is True
+                                      else (_RANDOM or []))]))
+# What each stage runs with (budgets: steps, or tokens -> steps; see gna.experiments.distill_data).
+DISTILL_STAGE = {
+    stage: {"stage": stage, "name": STAGE_NAMES[stage],
+            "steps": (DISTILL.get("steps") or [None] * 3)[stage - 1],
+            "tokens": (DISTILL.get("tokens") or [None] * 3)[stage - 1],
+            "lr": (DISTILL.get("lr") or [1e-3] * 3)[stage - 1], "data": DISTILL.get("data", {"source": "micro"}),
+            "seed": DISTILL.get("seed", config["seed"]), "chunk_size": DISTILL.get("chunk_size", 128),
+            "ssm_init": DISTILL.get("ssm_init", "random"), "combine": DISTILL.get("combine", "sum")}
+    for stage in (1, 2, 3)
+}
+HYBRID_OUTPUTS = ([f"results/hybrid/{DISTILL['teacher']}/{v}.csv" for v in ["teacher", *DISTILL_VARIANTS]]
+                  if DISTILL else [])
+LAYER_SWAP_STUDENT = ((model_input(LAYER_SWAP["student"]) if LAYER_SWAP.get("student")
+                       else [f"results/hybrid/{LAYER_SWAP['teacher']}/aligned"]) if LAYER_SWAP else [])
+LAYER_SWAP_CONDITIONS = (["none"] + [f"layer{i}" for i in range(n_layers(LAYER_SWAP["teacher"]))]
+                         if LAYER_SWAP else [])
+# A model this workflow wrote (a student) loads with the study's dtype and device.
+LOCAL_SPEC = {"dtype": config.get("dtype", "float32"), "device": config.get("device", "cpu")}
+KV_PROBE = f"results/probes/{probe_name(config['scan']['n_pairs'])}.examples.jsonl"
+
+
+rule align_student:
+    input:
+        teacher=lambda wc: model_input(wc.teacher),
+    output:
+        directory("results/hybrid/{teacher}/aligned"),
+    wildcard_constraints:
+        teacher=r"[^/]+",
+    params:
+        spec=lambda wc: model_spec(wc.teacher),
+        ckpt=lambda wc: f"results/hybrid/{wc.teacher}/aligned.ckpt",
+        steps=LAYER_SWAP.get("steps"),
+        tokens=LAYER_SWAP.get("tokens"),
+        lr=LAYER_SWAP.get("lr", [1e-3, 1e-3]),
+        state_size=LAYER_SWAP.get("state_size", 64),
+        chunk_size=LAYER_SWAP.get("chunk_size", 128),
+        data=LAYER_SWAP.get("data", {"source": "micro"}),
+        seed=config["seed"],
+        micro_data=MICRO_DATA,
+    threads: THREADS
+    resources:
+        gpu=GPUS,
+    log:
+        "logs/hybrid/{teacher}/aligned.log",
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/align_student.py"
+
+
+rule layer_swap:
+    input:
+        teacher=lambda wc: model_input(wc.teacher),
+        student=LAYER_SWAP_STUDENT,
+    output:
+        "results/layer_swap/{teacher}/{condition}.csv",
+    wildcard_constraints:
+        teacher=r"[^/]+",
+        condition=r"none|layer\d+",
+    params:
+        teacher=lambda wc: model_spec(wc.teacher),
+        student=lambda wc: (model_spec(LAYER_SWAP["student"]) if LAYER_SWAP.get("student")
+                            else {**LOCAL_SPEC, "path": f"results/hybrid/{wc.teacher}/aligned"}),
+        tasks=tasks_of("mmlu", "knowledge"),
+        fields=lambda wc: {"model": LAYER_SWAP.get("student") or f"{wc.teacher}-aligned", "teacher": wc.teacher,
+                           "experiment": "layer_swap", "condition": wc.condition, "seed": config["seed"]},
+        eval=eval_params(),
+        micro_data=MICRO_DATA,
+    threads: THREADS
+    resources:
+        gpu=GPUS,
+    log:
+        "logs/layer_swap/{teacher}/{condition}.log",
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/layer_swap.py"
+
+
+rule layer_swap_figure:
+    input:
+        expand("results/layer_swap/{teacher}/{condition}.csv", condition=LAYER_SWAP_CONDITIONS,
+               teacher=[LAYER_SWAP.get("teacher")] if LAYER_SWAP else []),
+    output:
+        png=report("figures/layer_swap.png", caption="../report/layer_swap.rst", category="Hybrids"),
+        pdf="figures/layer_swap.pdf",
+        csv="figures/layer_swap.csv",
+        md="figures/layer_swap.md",
+    params:
+        mmlu=tasks_of("mmlu"),
+        knowledge=tasks_of("knowledge"),
+    log:
+        "logs/figures/layer_swap.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../scripts/report_hybrid.py"
+
+
+rule distill_matrices:
+    # Stage 1 aligns each SSM mixer's matrix to the teacher's attention matrix: the kept heads take
+    # no part in it (they are copies of the teacher's, trained from stage 2 on), so one stage-1
+    # student per state size serves every k and selection.
+    input:
+        teacher=lambda wc: model_input(wc.teacher),
+    output:
+        directory("results/hybrid/{teacher}/s{state}/stage1"),
+    wildcard_constraints:
+        teacher=r"[^/]+",
+        state=r"\d+",
+    params:
+        spec=lambda wc: model_spec(wc.teacher),
+        ckpt=lambda wc: f"results/hybrid/{wc.teacher}/s{wc.state}/stage1.ckpt",
+        run=DISTILL_STAGE[1],
+        micro_data=MICRO_DATA,
+    threads: THREADS
+    resources:
+        gpu=GPUS,
+    log:
+        "logs/hybrid/{teacher}/s{state}/stage1.log",
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/distill_stage.py"
+
+
+rule distill_stage:
+    # Stage 2 builds the student (kept heads: top-k of the ranking, or k random ones) around the
+    # stage-1 mixers and aligns each layer's output; stage 3 distils it end to end on logits.
+    input:
+        teacher=lambda wc: model_input(wc.teacher),
+        ranking=lambda wc: (f"results/scan/{wc.teacher}.ranking.csv"
+                            if wc.stage == "2" and wc.selection == "ranked" and int(wc.k) > 0 else []),
+        previous=lambda wc: (f"results/hybrid/{wc.teacher}/s{wc.state}/stage1" if wc.stage == "2"
+                             else f"results/hybrid/{wc.teacher}/k{wc.k}-s{wc.state}-{wc.selection}/stage2"),
+    output:
+        directory("results/hybrid/{teacher}/k{k}-s{state}-{selection}/stage{stage}"),
+    wildcard_constraints:
+        teacher=r"[^/]+",
+        k=r"\d+",
+        state=r"\d+",
+        selection="ranked|random",
+        stage="2|3",
+    params:
+        spec=lambda wc: model_spec(wc.teacher),
+        ckpt=lambda wc: f"results/hybrid/{wc.teacher}/k{wc.k}-s{wc.state}-{wc.selection}/stage{wc.stage}.ckpt",
+        run=lambda wc: DISTILL_STAGE[int(wc.stage)],
+        micro_data=MICRO_DATA,
+    threads: THREADS
+    resources:
+        gpu=GPUS,
+    log:
+        "logs/hybrid/{teacher}/k{k}-s{state}-{selection}/stage{stage}.log",
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/distill_stage.py"
+
+
+rule evaluate_hybrid:
+    input:
+        model=lambda wc: (model_input(wc.teacher) if wc.variant == "teacher"
+                          else [f"results/hybrid/{wc.teacher}/{wc.variant}/stage3"]),
+        probe=KV_PROBE,
+    output:
+        "results/hybrid/{teacher}/{variant}.csv",
+    wildcard_constraints:
+        teacher=r"[^/]+",
+        variant=r"teacher|k\d+-s\d+-(ranked|random)",
+    params:
+        spec=lambda wc: (model_spec(wc.teacher) if wc.variant == "teacher"
+                         else {**LOCAL_SPEC, "path": f"results/hybrid/{wc.teacher}/{wc.variant}/stage3"}),
+        tasks=tasks_of("mmlu", "knowledge", "retrieval"),
+        fields=lambda wc: {"model": f"{wc.teacher}-hybrid" if wc.variant != "teacher" else wc.teacher,
+                           "teacher": wc.teacher, "experiment": "hybrid_distillation", "variant": wc.variant,
+                           "seed": config["seed"]},
+        eval=eval_params(),
+        micro_data=MICRO_DATA,
+        data=DISTILL.get("data", {"source": "micro"}),
+        heldout_batches=DISTILL.get("heldout_batches", 4),
+        seed=DISTILL.get("seed", config["seed"]),
+    threads: THREADS
+    resources:
+        gpu=GPUS,
+    log:
+        "logs/hybrid/{teacher}/{variant}.eval.log",
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/evaluate_hybrid.py"
+
+
+rule hybrid_tables:
+    input:
+        HYBRID_OUTPUTS,
+    output:
+        png=report("figures/hybrid_heads.png", caption="../report/hybrid_heads.rst", category="Hybrids"),
+        pdf="figures/hybrid_heads.pdf",
+        csv="figures/hybrid_heads.csv",
+        md="figures/hybrid_heads.md",
+        state_csv="figures/hybrid_state_size.csv",
+        state_md=report("figures/hybrid_state_size.md", caption="../report/hybrid_state_size.rst",
+                        category="Hybrids"),
+    params:
+        teacher=DISTILL.get("teacher"),
+        paper_key=config["models"].get(DISTILL.get("teacher"), {}).get("paper_key", "") if DISTILL else "",
+        state_size=DISTILL.get("state_size", 64),
+        state_k=DISTILL.get("state_k"),
+        roles=task_roles("topk"),
+    log:
+        "logs/figures/hybrid_tables.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../scripts/report_hybrid.py"

@@ -1,0 +1,128 @@
+# Masking experiments: the SSM's G&A heads on MMLU-format prompts (slides, section 5) and the
+# attention heads of a hybrid (Zamba2, section 5.3). Reads config["experiments"]:
+#   ssm_masking.models       SSM models (Mamba-2, Zamba2's Mamba-2 layers, Llamba) whose top G&A heads are masked
+#   ssm_masking.modes        none | full | pattern (default: all three)
+#   ssm_masking.tasks        multiple-choice tasks scored (default: mmlu + the knowledge tasks whose
+#                            choices share one prompt; Winogrande-style tasks cannot be masked)
+#   ssm_masking.limit        documents per task (default: eval.limit)
+#   ssm_masking.batch_size   rows per forward (default: eval.batch_size)
+#   hybrid_attention.models  hybrids whose attention heads are ablated (Zamba2)
+#   hybrid_attention.k       top-k attention heads of the KV ranking, or "all" (k_by_model per model)
+
+MASKING = EXPERIMENTS.get("ssm_masking", {})
+HYBRID_ATTENTION = EXPERIMENTS.get("hybrid_attention", {})
+MASKING_MODES = MASKING.get("modes", ["none", "full", "pattern"])
+# lm-eval tasks whose choices have different contexts: no shared prompt to segment and mask.
+PER_CHOICE_CONTEXT = {"micro_knowledge_fill", "winogrande"}
+
+
+MASKING_TASKS = MASKING.get("tasks") or [t for t in tasks_of("mmlu", "knowledge") if t not in PER_CHOICE_CONTEXT]
+# model -> its results/hybrid_attention/<model>/k<k>.csv, in config order
+HYBRID_ATTENTION_OUTPUTS = {
+    m: [f"results/hybrid_attention/{m}/k{k}.csv"
+        for k in HYBRID_ATTENTION.get("k_by_model", {}).get(m, HYBRID_ATTENTION.get("k", []))]
+    for m in HYBRID_ATTENTION.get("models", [])
+}
+
+
+rule export_mc_task:
+    input:
+        lambda wc: [f"{MICRO_DATA}/{wc.task}.jsonl"] if MICRO_DATA else [],
+    output:
+        "results/tasks/{task}.examples.jsonl",
+    params:
+        micro_data=MICRO_DATA,
+        limit=MASKING.get("limit", EVAL.get("limit")),
+    log:
+        "logs/tasks/{task}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../scripts/export_mc_task.py"
+
+
+rule ssm_masking:
+    input:
+        model=lambda wc: model_input(wc.model),
+        ga="results/scan/{model}.ga.csv",
+        tasks=expand("results/tasks/{task}.examples.jsonl", task=MASKING_TASKS),
+    output:
+        "results/masking/{model}/{mode}.csv",
+    wildcard_constraints:
+        mode="none|full|pattern",
+    params:
+        spec=lambda wc: model_spec(wc.model),
+        tasks=MASKING_TASKS,
+        batch_size=MASKING.get("batch_size", EVAL.get("batch_size", 32)),
+        fields=lambda wc: {"model": wc.model, "experiment": "ssm_masking", "seed": config["seed"]},
+    threads: THREADS
+    resources:
+        gpu=GPUS,
+    log:
+        "logs/masking/{model}/{mode}.log",
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/ssm_masking.py"
+
+
+rule ssm_masking_figure:
+    input:
+        expand("results/masking/{model}/{mode}.csv", model=experiment_models("ssm_masking"), mode=MASKING_MODES),
+    output:
+        png=report("figures/ssm_masking.png", caption="../report/ssm_masking.rst", category="Masking"),
+        pdf="figures/ssm_masking.pdf",
+        csv="figures/ssm_masking.csv",
+        md="figures/ssm_masking.md",
+    params:
+        mmlu=tasks_of("mmlu"),
+    log:
+        "logs/figures/ssm_masking.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../scripts/report_hybrid.py"
+
+
+rule hybrid_attention:
+    input:
+        model=lambda wc: model_input(wc.model),
+        ranking="results/scan/{model}.ranking.csv",
+    output:
+        "results/hybrid_attention/{model}/k{k}.csv",
+    wildcard_constraints:
+        k=r"\d+|all",
+    params:
+        spec=lambda wc: model_spec(wc.model),
+        tasks=tasks_of("mmlu", "retrieval", "knowledge"),
+        fields=lambda wc: {"model": wc.model, "experiment": "hybrid_attention", "seed": config["seed"]},
+        eval=eval_params(),
+        micro_data=MICRO_DATA,
+    threads: THREADS
+    resources:
+        gpu=GPUS,
+    log:
+        "logs/hybrid_attention/{model}/k{k}.log",
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/hybrid_attention.py"
+
+
+rule hybrid_attention_table:
+    input:
+        [f for files in HYBRID_ATTENTION_OUTPUTS.values() for f in files],
+    output:
+        csv="figures/hybrid_attention.csv",
+        md=report("figures/hybrid_attention.md", caption="../report/hybrid_attention.rst", category="Masking"),
+    params:
+        models=list(HYBRID_ATTENTION_OUTPUTS),
+        counts=[len(f) for f in HYBRID_ATTENTION_OUTPUTS.values()],
+        roles=task_roles("topk"),
+        paper_keys={m: config["models"][m].get("paper_key", "") for m in HYBRID_ATTENTION_OUTPUTS},
+    log:
+        "logs/figures/hybrid_attention.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../scripts/report_hybrid.py"

@@ -1,0 +1,34 @@
+"""Evaluate a distilled hybrid student (or its teacher): KV retrieval, SWDE-like, MMLU, knowledge,
+LAMBADA through lm-eval, plus perplexity on held-out distillation data."""
+import re
+
+import pandas as pd
+
+from gna.evaluate import TaskSuite
+from gna.experiments.distill_data import heldout_perplexity, make_stream
+from gna.experiments.run import evaluation_rows
+from gna.io import write_csv
+from gna.models import describe, load_model
+from gna.pipeline import job
+from gna.probes.kv import lm_eval_task_config
+
+with job(snakemake) as log:
+    p, variant = snakemake.params, snakemake.wildcards.variant
+    model, tok = load_model(p.spec)
+    extra = {"kv_retrieval": lm_eval_task_config(snakemake.input.probe, "kv_retrieval")}
+    rows = evaluation_rows(p.spec, [*p.tasks, "kv_retrieval"], [], p.eval, p.micro_data, p.fields,
+                           model=(model, tok), suite=TaskSuite(p.micro_data, extra=extra))
+    ppl = heldout_perplexity(model, make_stream(p.data, tok, p.micro_data, p.seed, purpose="heldout"),
+                             p.heldout_batches)
+    rows = pd.concat([rows, pd.DataFrame([{**rows.iloc[0].to_dict(), "task": "heldout", "metric": "perplexity",
+                                           "value": ppl}])], ignore_index=True)
+    if variant == "teacher":
+        n = sum(m.n_heads for m in describe(model).mixers if m.kind == "attention")
+        rows["k"], rows["state_size"], rows["selection"], rows["kept_heads"] = n, pd.NA, "teacher", "all"
+    else:
+        k, s, sel = re.fullmatch(r"k(\d+)-s(\d+)-(\w+)", variant).groups()
+        rows["k"], rows["state_size"], rows["selection"] = int(k), int(s), sel
+        rows["kept_heads"] = " ".join(f"L{l}H{h}" for l, h in model.config.kept_heads) or "none"
+    log.info("%s: held-out perplexity %.3f; %s", variant, ppl,
+             rows[rows.metric.isin(["acc", "perplexity"])][["task", "metric", "value"]].to_string(index=False))
+    write_csv(rows, snakemake.output[0])
