@@ -77,6 +77,12 @@ def test_smoke_preset_runs_end_to_end(smoke_run):
     assert set(pd.read_csv(smoke_run / "figures/ssm_masking.csv").condition) == {"none", "full", "pattern"}
 
 
+def test_html_report_bundles_the_figures(smoke_run):
+    run(smoke_run, "--report", str(smoke_run / "report.html"))
+    html = (smoke_run / "report.html").read_text(errors="replace")
+    assert len(html) > 100_000 and "head_ranking.png" in html
+
+
 def changed_config(tmp_path, edit) -> Path:
     cfg = yaml.safe_load((ROOT / "workflow/configs/smoke.yaml").read_text())
     edit(cfg)

@@ -27,6 +27,11 @@ def atomic_path(path, directory: bool = False) -> Iterator[Path]:
         tmp = Path(name)
     try:
         yield tmp
+        # mkstemp/mkdtemp create owner-only files; give the result the usual umask permissions
+        # so collaborators on a shared filesystem can read it.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, (0o777 if directory else 0o666) & ~umask)
         if directory and path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)

@@ -45,7 +45,7 @@ rule topk_tables:
         lambda wc: [f for files in topk_outputs(wc.experiment).values() for f in files],
     output:
         csv="figures/{experiment}.csv",
-        md=report("figures/{experiment}.md", caption="../report/{experiment}.rst", category="Heads"),
+        md=report("figures/{experiment}.md", caption="../report/topk_tables.rst", category="Heads"),
     wildcard_constraints:
         experiment="topk_removal|arc_chat",
     params:
