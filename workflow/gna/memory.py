@@ -37,7 +37,7 @@ SEQ_LENS = (128, 2048, 4096)
 
 
 def fits(cfg: CacheConfig, published: dict[int, float], decimals: int = 1) -> bool:
-    return all(round(cfg.megabytes(L), decimals) == round(v, decimals) for L, v in published.items())
+    return all(round(cfg.megabytes(L) + 1e-9, decimals) == round(v, decimals) for L, v in published.items())
 
 
 def search_configs(published: dict[int, float], head_dims=(64, 128), max_kv_heads: int = 256,

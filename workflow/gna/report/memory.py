@@ -16,7 +16,7 @@ def formula_table() -> tuple[pd.DataFrame, str]:
             ref = pub[(pub.model == cfg.name) & (pub.seq_len == L)].megabytes
             ours = round(cfg.megabytes(L), 2)
             rows.append(dict(model=cfg.name, seq_len=L, ours_mb=ours, published_mb=float(ref.iloc[0]),
-                             diff=round(round(ours, 1) - float(ref.iloc[0]), 2), configuration=cfg.description))
+                             diff=round(round(ours + 1e-9, 1) - float(ref.iloc[0]), 2), configuration=cfg.description))  # half up
     mohawk = pub[pub.model == "hybrid-mohawk"]
     target = dict(zip(mohawk.seq_len, mohawk.megabytes))
     fits = search_configs(target)
