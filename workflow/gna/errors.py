@@ -27,3 +27,13 @@ class ProbeError(GnaError):
 
 class ConfigError(GnaError):
     """A configuration value that fails validation."""
+
+
+def check_fields(cls, d: dict, what: str | None = None) -> None:
+    """Refuse keys of ``d`` that are not fields of the dataclass ``cls``, naming them."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - names)
+    if unknown:
+        raise ConfigError(f"unknown {what or cls.__name__} field(s) {unknown}; known: {sorted(names)}")

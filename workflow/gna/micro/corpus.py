@@ -39,7 +39,7 @@ from typing import Any, Iterable
 
 import torch
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_fields
 from . import tasks as T
 from .tokenizer import NEWLINE
 from .world import ANSWER, QUERY, World, WorldConfig, build_world
@@ -89,10 +89,7 @@ class CorpusConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "CorpusConfig":
         d = dict(d or {})
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ConfigError(f"unknown CorpusConfig field(s) {unknown}; known: {sorted(names)}")
+        check_fields(cls, d)
         for f in dataclasses.fields(cls):
             if f.name in d and isinstance(f.default, tuple):
                 d[f.name] = tuple(d[f.name])

@@ -50,7 +50,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_fields
 from . import tasks as T
 from .corpus import IGNORE, Corpus, CorpusConfig
 from .mamba_scan import fast_mamba_scan
@@ -193,10 +193,7 @@ class PhaseConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PhaseConfig":
         d = dict(d or {})
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ConfigError(f"unknown phase field(s) {unknown}; known: {sorted(names)}")
+        check_fields(cls, d)
         if "steps" not in d:
             raise ConfigError("every training phase needs 'steps'")
         ph = cls(**d)
@@ -247,10 +244,7 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "TrainConfig":
         d = dict(d or {})
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ConfigError(f"unknown TrainConfig field(s) {unknown}; known: {sorted(names)}")
+        check_fields(cls, d)
         for k in ("betas", "kv_eval_pairs"):
             if k in d:
                 d[k] = tuple(d[k])

@@ -26,7 +26,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_fields
 
 
 @dataclass(frozen=True)
@@ -90,10 +90,7 @@ class WorldConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "WorldConfig":
         d = dict(d or {})
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ConfigError(f"unknown WorldConfig field(s) {unknown}; known: {sorted(names)}")
+        check_fields(cls, d)
         for k in ("record_fields", "passage_words"):
             if k in d:
                 d[k] = tuple(d[k])
