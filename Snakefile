@@ -24,6 +24,7 @@ include: "workflow/rules/memory.smk"
 include: "workflow/rules/masking.smk"
 include: "workflow/rules/hybrid.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/micro.smk"
 
 
 rule all:

@@ -431,3 +431,35 @@ def test_table_row_through_lm_eval_and_the_pipeline_loader(tmp_path, monkeypatch
     assert row["model"] == "m" and row["params"] > 0
     for k in ("kv4", "kv8", "kv16", "knowledge", "mmlu", "swde", "lambada", "chain", "arc_regular", "arc_chat"):
         assert 0.0 <= row[k] <= 1.0, (k, row)
+
+
+def test_the_default_config_plans_the_retrain_of_all_four_shipped_models(tmp_path):
+    """`snakemake retrain_micro` with config.yaml: one training job per shipped micro model (from any
+    working directory), not part of the default target; a family the trainer lacks is refused."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    root = Path(REPO)
+    env = {**os.environ, "SLURM_CONF": "/dev/null", "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1"}
+
+    def dry(*args, config=root / "config.yaml"):
+        return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(root / "Snakefile"), "--directory",
+                               str(tmp_path), "--configfile", str(config), "-n", "--cores", "1", *args],
+                              env=env, capture_output=True, text=True)
+
+    out = dry("retrain_micro")
+    assert out.returncode == 0, out.stderr[-3000:]
+    planned = {line.split()[0]: int(line.split()[1]) for line in out.stdout.splitlines()
+               if len(line.split()) == 2 and line.split()[1].isdigit()}
+    assert planned["train_micro_model"] == 4 and planned["micro_tasks"] == 1, out.stdout[-2000:]
+    shipped = yaml.safe_load((root / "config.yaml").read_text())["micro"]["models"]
+    assert all((root / "data" / "models" / name / "model.safetensors").is_file() for name in shipped)
+    assert "train_micro_model" not in dry().stdout   # the default target starts from the shipped models
+
+    cfg = yaml.safe_load((root / "config.yaml").read_text())
+    cfg["micro"]["models"]["micro-rwkv"] = {"family": "rwkv"}
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(cfg))
+    bad = dry("retrain_micro", config=tmp_path / "bad.yaml")
+    assert bad.returncode != 0 and "rwkv" in bad.stdout + bad.stderr

@@ -16,6 +16,9 @@
 MICRO = config.get("micro", {})
 MICRO_MODEL_CFG = MICRO.get("models", {})
 MICRO_MODELS = sorted(MICRO_MODEL_CFG)
+# Resolved against the repository when --directory points elsewhere (common.smk's shipped_path;
+# this file is also included on its own, as in the tests).
+_shipped = globals().get("shipped_path", str)
 
 
 rule micro_tasks:
@@ -60,8 +63,8 @@ rule compare_micro_models:
         json="results/micro/compare.json",
     params:
         models=MICRO_MODELS,
-        shipped_dir=MICRO.get("shipped_dir", "data/models"),
-        shipped_data=MICRO.get("shipped_data", "data/micro/tasks"),
+        shipped_dir=_shipped(MICRO.get("shipped_dir", "data/models")),
+        shipped_data=_shipped(MICRO.get("shipped_data", "data/micro/tasks")),
     log:
         "logs/micro/compare.log",
     conda:
