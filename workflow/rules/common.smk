@@ -11,6 +11,20 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 
+
+
+def _sorted_keys(value):
+    """The same value with every mapping's keys in sorted order (lists keep theirs)."""
+    if isinstance(value, dict):
+        return {k: _sorted_keys(value[k]) for k in sorted(value)}
+    return [_sorted_keys(v) for v in value] if isinstance(value, list) else value
+
+
+# Snakemake compares a job's params as text: with the config's key order in them, reordering
+# equal settings in a YAML file would rerun every evaluation. Mapping order means nothing here.
+_canonical = _sorted_keys(dict(config))
+config.clear()
+config.update(_canonical)
 validate(config, schema="../schemas/config.schema.yaml")
 
 SCAN_MODELS = config["scan"]["models"]
