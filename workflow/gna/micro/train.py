@@ -106,7 +106,7 @@ FAMILY_PRESETS: dict[str, dict[str, Any]] = {
     "mamba2": {  # state 64 is what made a 2-layer Mamba-2 retrieve in the recipe notes
         "model": dict(hidden_size=64, num_hidden_layers=2, num_heads=8, head_dim=16, state_size=64,
                       expand=2, n_groups=1, conv_kernel=4, chunk_size=64, tie_word_embeddings=False),
-        "train": _recipe(600, {"kv8": 0.9, "knowledge": 0.98}, 100, 50),
+        "train": _recipe(600, {"kv8": 0.9, "knowledge": 0.98}, 600, 400),
     },
     "mamba1": {  # state 16 as in Falcon-Mamba-7B; pure-PyTorch path through mambapy's parallel scan
         "model": dict(hidden_size=64, num_hidden_layers=2, state_size=16, expand=2, conv_kernel=4,
