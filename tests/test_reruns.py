@@ -185,8 +185,12 @@ def start_and_kill(src, workdir, config, log: Path, sig, *args) -> None:
     log.unlink(missing_ok=True)
     cmd = [*SNAKEMAKE, "-s", str(src / "Snakefile"), "--directory", str(workdir), "--configfile", str(config),
            "--cores", "1", *BRANCH, *args]  # (targets first: --forcerun takes a list)
+    # A shell starts background commands with SIGINT ignored, and an ignored signal stays ignored
+    # across exec (Python then installs no KeyboardInterrupt handler): give snakemake the default,
+    # as a terminal's foreground job has.
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 240
     try:
         while not (log.exists() and "gna INFO rule" in log.read_text()):
