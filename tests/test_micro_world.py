@@ -440,6 +440,7 @@ def test_the_default_config_plans_the_retrain_of_all_four_shipped_models(tmp_pat
     import sys
 
     import yaml
+    from test_pipeline import planned_jobs
 
     root = Path(REPO)
     env = {**os.environ, "SLURM_CONF": "/dev/null", "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1"}
@@ -451,8 +452,7 @@ def test_the_default_config_plans_the_retrain_of_all_four_shipped_models(tmp_pat
 
     out = dry("retrain_micro")
     assert out.returncode == 0, out.stderr[-3000:]
-    planned = {line.split()[0]: int(line.split()[1]) for line in out.stdout.splitlines()
-               if len(line.split()) == 2 and line.split()[1].isdigit()}
+    planned = planned_jobs(out)
     assert planned["train_micro_model"] == 4 and planned["micro_tasks"] == 1, out.stdout[-2000:]
     shipped = yaml.safe_load((root / "config.yaml").read_text())["micro"]["models"]
     assert all((root / "data" / "models" / name / "model.safetensors").is_file() for name in shipped)

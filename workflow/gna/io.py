@@ -59,6 +59,20 @@ def write_csv(df, path) -> Path:
     return Path(path)
 
 
+def sha256_file(path) -> str | None:
+    """The hex sha256 of a file's bytes (None when there is no such file)."""
+    import hashlib
+
+    path = Path(path)
+    if not path.is_file():
+        return None
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def write_text(text: str, path) -> Path:
     with atomic_open(path) as f:
         f.write(text)

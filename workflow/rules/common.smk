@@ -11,8 +11,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 
-
-
 def _sorted_keys(value):
     """The same value with every mapping's keys in sorted order (lists keep theirs)."""
     if isinstance(value, dict):

@@ -239,7 +239,7 @@ rule hybrid_tables:
                         category="Hybrids"),
     params:
         teacher=DISTILL.get("teacher"),
-        paper_key=config["models"].get(DISTILL.get("teacher"), {}).get("paper_key", "") if DISTILL else "",
+        paper_key=paper_keys([DISTILL["teacher"]])[DISTILL["teacher"]] if DISTILL else "",
         state_size=DISTILL.get("state_size", 64),
         state_k=DISTILL.get("state_k"),
         roles=task_roles("topk"),

@@ -119,7 +119,7 @@ rule hybrid_attention_table:
         models=list(HYBRID_ATTENTION_OUTPUTS),
         counts=[len(f) for f in HYBRID_ATTENTION_OUTPUTS.values()],
         roles=task_roles("topk"),
-        paper_keys={m: config["models"][m].get("paper_key", "") for m in HYBRID_ATTENTION_OUTPUTS},
+        paper_keys=paper_keys(HYBRID_ATTENTION_OUTPUTS),
     log:
         "logs/figures/hybrid_attention.log",
     conda:

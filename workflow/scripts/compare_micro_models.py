@@ -3,7 +3,8 @@ import json
 from pathlib import Path
 
 from gna.io import atomic_open
-from gna.micro.train import _sha256, compare_model_dirs
+from gna.io import sha256_file
+from gna.micro.train import compare_model_dirs
 from gna.pipeline import job
 
 with job(snakemake) as log:
@@ -13,7 +14,7 @@ with job(snakemake) as log:
     data = []
     for f in sorted(x for x in Path(snakemake.input.data).iterdir() if not x.name.startswith(".")):
         shipped = Path(p.shipped_data) / f.name
-        data.append({"file": f.name, "identical": _sha256(f) == _sha256(shipped)})
+        data.append({"file": f.name, "identical": sha256_file(f) == sha256_file(shipped)})
     lines = ["# Retrained micro models against the shipped ones", "",
              "| model | identical | sha256 (shipped) | sha256 (retrained) | steps shipped / retrained | "
              "max abs diff | same config |", "|---|---|---|---|---|---|---|"]

@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..io import write_text
 from . import tasks as T
 
 SWEEP_PAIRS = (4, 16)
@@ -34,11 +35,8 @@ def write_kv_sweep(out_dir: str | os.PathLike, config=None, pairs: Iterable[int]
     paths = {}
     for n in pairs:
         rows = T.kv_rows(config, n, count, split="test")
-        p = out / f"micro_kv{n}.jsonl"
-        tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
-        tmp.write_text("".join(json.dumps({**r, "task": f"micro_kv{n}"}, sort_keys=True) + "\n" for r in rows))
-        os.replace(tmp, p)
-        paths[n] = str(p)
+        text = "".join(json.dumps({**r, "task": f"micro_kv{n}"}, sort_keys=True) + "\n" for r in rows)
+        paths[n] = str(write_text(text, out / f"micro_kv{n}.jsonl"))
     return paths
 
 

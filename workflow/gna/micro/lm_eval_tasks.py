@@ -27,6 +27,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+from ..io import write_text
 from .tasks import KNOWLEDGE_TASKS, TASKS
 from .world import WorldConfig
 
@@ -197,11 +198,7 @@ def write_task_yamls(out_dir: str | os.PathLike = "workflow/tasks", data_dir: st
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, text in task_yaml_texts(data_dir, world).items():
-        p = out / name
-        tmp = p.with_name(f".{name}.tmp-{os.getpid()}")
-        tmp.write_text(text)
-        os.replace(tmp, p)
-        paths.append(str(p))
+        paths.append(str(write_text(text, out / name)))
     return paths
 
 

@@ -42,6 +42,7 @@ import random
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from ..io import write_text
 from .world import ANSWER, QUERY, World, WorldConfig, build_world
 
 KNOWLEDGE_TASKS = ("micro_knowledge_cloze", "micro_knowledge_statement", "micro_knowledge_fill")
@@ -345,23 +346,17 @@ def micro_vocabulary(config: WorldConfig | World | dict | None = None) -> list[s
 
 # --------------------------------------------------------------------------- writing
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def write_tasks(out_dir: str | os.PathLike, config: WorldConfig | World | dict | None = None,
                 split: str = "test") -> dict[str, str]:
     """Write one ``<task>.jsonl`` per task and ``world.json`` (config + facts) into ``out_dir``,
-    each atomically (temporary file + ``os.replace``). Returns ``{task: path}``."""
+    each atomically (:func:`gna.io.write_text`). Returns ``{task: path}``."""
     world = _as_world(config)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {}
     for name, rows in generate_tasks(world, split).items():
         path = out / f"{name}.jsonl"
-        _write_atomic(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows), path)
         paths[name] = str(path)
-    _write_atomic(out / "world.json", json.dumps(world.to_dict(), indent=1, sort_keys=True) + "\n")
+    write_text(json.dumps(world.to_dict(), indent=1, sort_keys=True) + "\n", out / "world.json")
     return paths

@@ -51,6 +51,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ConfigError, check_fields
+from ..io import sha256_file
 from . import tasks as T
 from .corpus import IGNORE, Corpus, CorpusConfig
 from .mamba_scan import fast_mamba_scan
@@ -584,17 +585,6 @@ def _versions() -> dict[str, str]:
 
 # ------------------------------------------------------------------------ comparison
 
-def _sha256(path: Path) -> str | None:
-    import hashlib
-    if not path.is_file():
-        return None
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def compare_model_dirs(shipped: str | os.PathLike, retrained: str | os.PathLike) -> dict[str, Any]:
     """Compare a retrained micro model directory with the shipped one: the sha256 of
     ``model.safetensors`` (``identical`` when equal), the largest absolute difference of any
@@ -602,7 +592,7 @@ def compare_model_dirs(shipped: str | os.PathLike, retrained: str | os.PathLike)
     and both runs' steps, stop reason and final metrics."""
     a, b = Path(shipped), Path(retrained)
     out: dict[str, Any] = {"shipped": str(a), "retrained": str(b)}
-    ha, hb = _sha256(a / "model.safetensors"), _sha256(b / "model.safetensors")
+    ha, hb = sha256_file(a / "model.safetensors"), sha256_file(b / "model.safetensors")
     out.update(sha256_shipped=ha, sha256_retrained=hb, identical=ha is not None and ha == hb)
     if ha and hb and ha != hb:
         from safetensors.torch import load_file
