@@ -43,12 +43,12 @@ def ga_frame(entries):
 def test_ssm_ga_heads_prefers_classified_heads_and_says_when_it_falls_back():
     ga = ga_frame([(0, 1, "attention", 1, "gather"), (1, 3, "mamba2", 2, "-"), (0, 5, "mamba2", 3, "gather"),
                    (1, 0, "mamba2", 4, "aggregate")])
-    assert ssm_ga_heads(ga) == ({"gather": [0, 5, "mamba2"], "aggregate": [1, 0, "mamba2"]}, "classified")
+    assert ssm_ga_heads(ga) == ({"gather": [[0, 5, "mamba2"]], "aggregate": [[1, 0, "mamba2"]]}, "classified")
     none = ga_frame([(1, 3, "mamba2", 1, "-"), (0, 5, "mamba2", 2, "-"), (0, 2, "mamba2", 3, "-")])
     heads, how = ssm_ga_heads(none)  # earliest layer's top head gathers, latest layer's aggregates
-    assert heads == {"gather": [0, 5, "mamba2"], "aggregate": [1, 3, "mamba2"]} and how == "fallback:gather+aggregate"
+    assert heads == {"gather": [[0, 5, "mamba2"]], "aggregate": [[1, 3, "mamba2"]]} and how == "fallback:gather+aggregate"
     one_layer = ga_frame([(2, 3, "discrete-mamba2", 1, "aggregate"), (2, 1, "discrete-mamba2", 2, "-")])
-    assert ssm_ga_heads(one_layer) == ({"gather": [2, 1, "discrete-mamba2"], "aggregate": [2, 3, "discrete-mamba2"]},
+    assert ssm_ga_heads(one_layer) == ({"gather": [[2, 1, "discrete-mamba2"]], "aggregate": [[2, 3, "discrete-mamba2"]]},
                                        "fallback:gather")
     with pytest.raises(ProbeError, match="no maskable SSM head"):
         ssm_ga_heads(ga_frame([(0, 1, "attention", 1, "gather")]))
@@ -58,7 +58,7 @@ def test_ssm_ga_heads_prefers_classified_heads_and_says_when_it_falls_back():
 def test_masked_scoring_is_exact_unmasked_and_changes_scores_when_masked(tok, family, kind):
     model = build_tiny_model(family, vocab_size=len(tok))
     layers = describe(model).n_layers
-    heads = {"gather": [0, 1, kind], "aggregate": [layers - 1, 2, kind]}
+    heads = {"gather": [[0, 1, kind]], "aggregate": [[layers - 1, 2, kind]]}
     mmlu = rows("micro_mmlu", 12)
     ref = score(model, encode(mmlu, tok), batch_size=5)
     none = masked_accuracy(model, tok, mmlu, heads, "none", batch_size=5)

@@ -95,7 +95,8 @@ def test_rerun_has_nothing_to_do_and_a_param_change_reruns_only_its_experiment(s
     assert planned_jobs(run(smoke_run, "-n", "--cores", "1")) == {}
     tolerance = changed_config(tmp_path, lambda c: c["experiments"]["layer_pruning"].update(tolerance=0.4))
     assert planned_jobs(run(smoke_run, "-n", "--cores", "1", config=tolerance)) == {
-        "minimal_model": 1, "individual_pruning": 3, "critical_layers": 1, "head_keeping": 4,
+        "minimal_model": 1, "individual_pruning": 3, "critical_layers": 1, "critical_heads": 1,
+        "head_keeping": 4,
         "pruning_figures": 1, "head_keeping_table": 1, "findings": 1, "all": 1}
     arc = changed_config(tmp_path, lambda c: c["experiments"]["arc_chat"].update(k=[0, 1]))
     assert planned_jobs(run(smoke_run, "-n", "--cores", "1", config=arc)) == {
@@ -120,7 +121,8 @@ def test_bad_config_is_refused_before_any_job(tmp_path, edit, message):
 
 def test_paper_preset_builds_its_dag_offline(tmp_path):
     jobs = planned_jobs(run(tmp_path, "-n", "--cores", "1", config=ROOT / "workflow/configs/paper.yaml"))
-    assert jobs["head_scan"] == 7 and jobs["gradual_pruning"] == 32 + 64 + 32
+    # 7 G&A scans + the distilled teacher's on the follow-up's separator (results/scan_distill)
+    assert jobs["head_scan"] == 8 and jobs["gradual_pruning"] == 32 + 64 + 32
     assert jobs["topk_removal"] == 4 + 4 + 4 + 3 + 4 + 4 + 4  # slide tables (Zamba2 k lists) + ARC chat
     out = run(tmp_path, "-n", "--cores", "1", "--rerun-triggers", "mtime", config=ROOT / "workflow/configs/paper.yaml")
     scan = out.stdout.split("rule head_scan:", 1)[1].split("rule ", 1)[0]
@@ -128,7 +130,7 @@ def test_paper_preset_builds_its_dag_offline(tmp_path):
     probe = out.stdout.split("rule kv_probe:", 1)[1].split("rule ", 1)[0]
     assert "gpu" not in probe
     assert jobs["distill_matrices"] == 3 and jobs["distill_stage"] == 2 * 11 and jobs["evaluate_hybrid"] == 12
-    assert jobs["layer_swap"] == 33 and jobs["hybrid_attention"] == 4 + 5 and jobs["ssm_masking"] == 3
+    assert jobs["layer_swap"] == 33 and jobs["hybrid_attention"] == 3 + 4 and jobs["ssm_masking"] == 3
     for rule in ("distill_matrices", "distill_stage", "evaluate_hybrid", "layer_swap", "hybrid_attention",
                  "ssm_masking"):
         assert "gpu=1" in out.stdout.split(f"rule {rule}:", 1)[1].split("rule ", 1)[0]

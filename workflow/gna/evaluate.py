@@ -6,7 +6,14 @@ around ``lm_eval.simple_evaluate(HFLM(pretrained=<model object>))``::
     [{"truncate": 18}, {"ablate_heads": [[16, 22], [17, 24]]}]
 
 Kinds: ``truncate: n_layers``, ``drop_layer: i``, ``ablate_heads: [[layer, head(, kind)], ...]``,
-``keep_heads: {layer, heads, kind?}`` (several layers: a list of them).
+``keep_heads: {layer, heads, kind?}`` (several layers: a list of them), ``mask_last_row: "all" |
+[[layer, head(, kind)], ...]`` (the heads contribute nothing at the answer position: the official
+Zamba2 experiment, :func:`gna.interventions.mask_last_row`).
+
+Few-shot: ``num_fewshot`` is passed to lm-eval explicitly, 0 unless a task is given another
+number, as the official ``run_eval`` does (left out, lm-eval 0.4 runs gsm8k 5-shot and bbh 3-shot
+with chain of thought). Every result row records it. A metric reported under several filters
+(gsm8k: ``strict-match`` and ``flexible-extract``) gives one row per filter, never one merged key.
 """
 from __future__ import annotations
 
@@ -19,10 +26,10 @@ import pandas as pd
 from torch import nn
 
 from .errors import ConfigError
-from .interventions import ablate_heads, drop_layer, keep_heads, truncate
+from .interventions import ablate_heads, drop_layer, keep_heads, mask_last_row, truncate
 
 log = logging.getLogger(__name__)
-INTERVENTIONS = ("truncate", "drop_layer", "ablate_heads", "keep_heads")
+INTERVENTIONS = ("truncate", "drop_layer", "ablate_heads", "keep_heads", "mask_last_row")
 
 
 def _one(spec: dict) -> tuple[str, Any]:
@@ -44,6 +51,9 @@ def applied(model: nn.Module, specs: list[dict]) -> Iterator[nn.Module]:
             elif kind == "ablate_heads":
                 if arg:
                     stack.enter_context(ablate_heads(model, [tuple(h) for h in arg]))
+            elif kind == "mask_last_row":
+                if arg:
+                    stack.enter_context(mask_last_row(model, arg if isinstance(arg, str) else [tuple(h) for h in arg]))
             else:
                 for keep in arg if isinstance(arg, list) else [arg]:
                     stack.enter_context(keep_heads(model, keep["layer"], keep.get("heads") or [], keep.get("kind")))
@@ -56,6 +66,9 @@ def label(specs: list[dict]) -> str:
     for kind, arg in (_one(s) for s in specs or []):
         if kind == "ablate_heads":
             parts.append("ablate=" + (",".join(f"L{h[0]}H{h[1]}" for h in arg) if arg else "none"))
+        elif kind == "mask_last_row":
+            parts.append("last_row=" + (arg if isinstance(arg, str) else
+                                        ",".join(f"L{h[0]}H{h[1]}" for h in arg) if arg else "none"))
         elif kind == "keep_heads":
             keeps = arg if isinstance(arg, list) else [arg]
             parts.append("keep=" + ",".join(f"L{k['layer']}:{'/'.join(map(str, k.get('heads') or [])) or 'none'}"
@@ -87,32 +100,55 @@ class TaskSuite:
         return local + rest, TaskManager(include_defaults=bool(rest))
 
 
+def fewshot_of(task: str, num_fewshot: int | dict | None) -> int:
+    """The few-shot count of ``task``: ``num_fewshot`` as a number, or ``{task: n}`` (others 0)."""
+    if isinstance(num_fewshot, dict):
+        return int(num_fewshot.get(task, 0))
+    return int(num_fewshot or 0)
+
+
 def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, interventions=(),
              batch_size: int = 32, max_length: int = 2048, limit: int | None = None,
-             chat_tasks: tuple[str, ...] = ()) -> dict[str, dict[str, float]]:
-    """``{task: {metric: value}}`` of ``model`` under ``interventions`` (stderr dropped).
+             chat_tasks: tuple[str, ...] = (), num_fewshot: int | dict | None = 0
+             ) -> dict[str, dict[tuple[str, str], float]]:
+    """``{task: {(metric, filter): value}}`` of ``model`` under ``interventions`` (stderr dropped).
 
-    Tasks in ``chat_tasks`` run with the tokenizer's chat template (ARC-C "chat")."""
+    Tasks in ``chat_tasks`` run with the tokenizer's chat template (ARC-C "chat"). Tasks run in
+    groups of equal (chat, few-shot), each group one ``simple_evaluate`` call."""
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
 
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=max_length)
-    groups = [[t for t in tasks if t not in chat_tasks], [t for t in tasks if t in chat_tasks]]
-    out: dict[str, dict[str, float]] = {}
+    groups: dict[tuple[bool, int], list[str]] = {}
+    for t in tasks:
+        groups.setdefault((t in chat_tasks, fewshot_of(t, num_fewshot)), []).append(t)
+    out: dict[str, dict[tuple[str, str], float]] = {}
     with applied(model, list(interventions)):
-        for chat, names in zip((False, True), groups):
-            if not names:
-                continue
+        for (chat, shots), names in sorted(groups.items()):
             resolved, manager = suite.resolve(names)
             res = simple_evaluate(model=lm, tasks=resolved, task_manager=manager, limit=limit, bootstrap_iters=0,
-                                  log_samples=False, apply_chat_template=chat, verbosity="WARNING")
+                                  log_samples=False, apply_chat_template=chat, num_fewshot=shots,
+                                  verbosity="WARNING")
             for task, metrics in res["results"].items():
-                out[task] = {k.split(",")[0]: float(v) for k, v in metrics.items()
+                out[task] = {_metric_key(k): float(v) for k, v in metrics.items()
                              if "stderr" not in k and k not in ("alias", "sample_len") and isinstance(v, (int, float))}
     return out
 
 
-def tidy(results: dict[str, dict[str, float]], **fields) -> pd.DataFrame:
-    """Long table: one row per (task, metric), plus the given constant ``fields`` columns."""
-    rows = [dict(fields, task=t, metric=m, value=v) for t, ms in results.items() for m, v in ms.items()]
+def _metric_key(key: str) -> tuple[str, str]:
+    """lm-eval's ``"metric,filter"`` -> ``(metric, filter)`` (``"none"`` where it names none)."""
+    metric, _, filt = key.partition(",")
+    return metric, filt or "none"
+
+
+def tidy(results: dict[str, dict], num_fewshot: int | dict | None = 0, **fields) -> pd.DataFrame:
+    """Long table: one row per (task, metric, filter), its few-shot count, and the constant ``fields``.
+
+    A plain ``{metric: value}`` (no filter) reads as filter ``"none"``."""
+    rows = []
+    for t, ms in results.items():
+        for key, v in ms.items():
+            metric, filt = key if isinstance(key, tuple) else (key, "none")
+            rows.append(dict(fields, task=t, metric=metric, filter=filt, num_fewshot=fewshot_of(t, num_fewshot),
+                             value=v))
     return pd.DataFrame(rows)

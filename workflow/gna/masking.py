@@ -12,7 +12,9 @@ applied, so sample ``b``'s head ``h`` mixes with ``matrix[b, h] * mask[b, h]``:
   ``AttentionInterface``). Other attention modules keep their own implementation.
 - Mamba-2 (transformers' Mamba2 and Zamba2 mixers): a forward hook replaces the output by
   ``out_proj(norm(masked_matrix @ x, gate))`` from :func:`gna.mixing.mamba2_terms`; the mask
-  acts on the SSD matrix including its D diagonal, before the gated norm.
+  acts on the SSD matrix including its D diagonal, before the gated norm, whose statistics are
+  those of the unmasked output (its groups span several heads: masking one head must not
+  rescale the others).
 - discrete Mamba-2 (Llamba, hybrid student): the mixer's own ``mixing_mask`` argument.
 
 Heads that should run unchanged get all-ones rows. Everything is undone on exit (hooks removed,
@@ -164,7 +166,8 @@ def _mask_mamba2(mixer: Mixer, get_mask) -> Iterator[None]:
         x, matrix, gate = mamba2_terms(module, hidden, kwargs.get("attention_mask"))
         mask = get_mask()
         _check_shape(mask, matrix.shape, "mamba2")
-        return mamba2_apply(module, x, matrix * mask.to(matrix), gate).to(output.dtype)
+        # the gated norm's statistics come from the unmasked output: the mask stays local to its heads
+        return mamba2_apply(module, x, matrix * mask.to(matrix), gate, stats_matrix=matrix).to(output.dtype)
 
     handle = mixer.module.register_forward_hook(hook, with_kwargs=True)
     try:

@@ -53,10 +53,34 @@ def mamba2_terms(mixer: nn.Module, hidden: torch.Tensor, attention_mask: torch.T
     return x.view(Bsz, T, H, P), matrix, gate
 
 
-def mamba2_apply(mixer: nn.Module, x: torch.Tensor, matrix: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
-    """The mixer output from (possibly masked) SSD terms: ``out_proj(norm(matrix @ x, gate))``."""
+def mamba2_apply(mixer: nn.Module, x: torch.Tensor, matrix: torch.Tensor, gate: torch.Tensor,
+                 stats_matrix: torch.Tensor | None = None) -> torch.Tensor:
+    """The mixer output from (possibly masked) SSD terms: ``out_proj(norm(matrix @ x, gate))``.
+
+    ``stats_matrix``: the gated RMSNorm takes its statistics from ``stats_matrix @ x`` instead (the
+    unmasked matrix). HF Mamba-2 normalises over a group of heads (all of them when ``n_groups=1``),
+    so with the masked output's own statistics masking one head would rescale every other head of
+    its group; with the unmasked statistics the masked head's effect stays local to its own slice.
+    """
     y = torch.einsum("bhts,bshp->bthp", matrix, x.float()).flatten(2)
-    return mixer.out_proj(mixer.norm(y.to(gate.dtype), gate))
+    if stats_matrix is None:
+        return mixer.out_proj(mixer.norm(y.to(gate.dtype), gate))
+    ref = torch.einsum("bhts,bshp->bthp", stats_matrix, x.float()).flatten(2)
+    return mixer.out_proj(_gated_norm(mixer.norm, y.to(gate.dtype), gate, ref.to(gate.dtype)))
+
+
+def _gated_norm(norm: nn.Module, y: torch.Tensor, gate: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """transformers' ``MambaRMSNormGated`` (Mamba-2, Zamba2) applied to ``y (B, T, H*P)`` with the
+    per-group variance of ``ref`` (same shape): the same operations in the same order, so
+    ``ref is y`` gives the module's own output."""
+    dtype = y.dtype
+    g = F.silu(gate.to(torch.float32))
+    h, r = y.to(torch.float32) * g, ref.to(torch.float32) * g
+    *prefix, last = h.shape
+    groups = last // norm.group_size
+    variance = r.view(*prefix, groups, norm.group_size).pow(2).mean(-1, keepdim=True)
+    h = (h.view(*prefix, groups, norm.group_size) * torch.rsqrt(variance + norm.variance_epsilon)).view(*prefix, last)
+    return norm.weight * h.to(dtype)
 
 
 @contextmanager

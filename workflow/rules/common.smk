@@ -106,9 +106,17 @@ def eval_params():
 MICRO_DATA = config["tasks"].get("micro_data")
 
 
-def probe_name(n_pairs):
+SEPARATORS = {"space": " ", "nosep": ""}
+
+
+def probe_name(n_pairs, seed=None, separator=None):
+    """A KV probe set's name: the config's format, ``seed`` and ``separator`` (default: kv_probe's)."""
     p = config["kv_probe"]
-    return f"kv-{p['format']}-n{n_pairs}-s{p.get('seed', 0)}"
+    sep = p["separator"] if separator is None else separator
+    tag = {v: k for k, v in SEPARATORS.items()}.get(sep)
+    if tag is None:
+        raise ValueError(f"KV probe separator {sep!r} is not one of {list(SEPARATORS.values())}")
+    return f"kv-{p['format']}-n{n_pairs}-s{p['seed'] if seed is None else seed}-{tag}"
 
 
 def experiment_models(name):

@@ -3,28 +3,65 @@
 # the retrieval-heavy and knowledge tasks (slide tables), ARC-C chat vs regular.
 
 
-rule head_keeping:
+HEAD_KEEPING = EXPERIMENTS.get("head_keeping", {})
+
+
+def keeping_sources(model):
+    """Table 1's head sources of a model: heads named in the config (the paper's), and the heads
+    discovered by ablating each head of the critical layers alone on MMLU."""
+    return (["named"] if model in HEAD_KEEPING.get("named_heads", {}) else []) + ["discovered"]
+
+
+rule critical_heads:
+    # Each head of the Table 1 pair of critical layers ablated alone in the minimal model, on MMLU.
     input:
         model=lambda wc: model_input(wc.model),
         minimal="results/pruning/{model}.minimal.json",
         critical="results/pruning/{model}.critical.json",
-        ranking="results/scan/{model}.ranking.csv",
     output:
-        "results/head_keeping/{model}/{condition}.csv",
-    wildcard_constraints:
-        condition="both|aggregate_only|gather_only|neither",
+        "results/head_keeping/{model}.critical_heads.csv",
     params:
         spec=lambda wc: model_spec(wc.model),
-        tasks=tasks_of("mmlu", "knowledge"),
-        fields=lambda wc: {"model": wc.model, "experiment": "head_keeping", "condition": wc.condition,
-                           "seed": config["seed"]},
+        tasks=tasks_of("mmlu"),
+        fields=lambda wc: {"model": wc.model, "experiment": "critical_heads", "seed": config["seed"]},
         eval=eval_params(),
         micro_data=MICRO_DATA,
     threads: THREADS
     resources:
         gpu=GPUS,
     log:
-        "logs/head_keeping/{model}/{condition}.log",
+        "logs/head_keeping/{model}.critical_heads.log",
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/critical_heads.py"
+
+
+rule head_keeping:
+    input:
+        model=lambda wc: model_input(wc.model),
+        minimal="results/pruning/{model}.minimal.json",
+        critical="results/pruning/{model}.critical.json",
+        heads=lambda wc: ["results/head_keeping/{model}.critical_heads.csv"] if wc.source == "discovered" else [],
+    output:
+        "results/head_keeping/{model}/{source}/{condition}.csv",
+    wildcard_constraints:
+        source="named|discovered",
+        condition="both|aggregate_only|gather_only|neither",
+    params:
+        spec=lambda wc: model_spec(wc.model),
+        tasks=tasks_of("mmlu", "knowledge"),
+        named=lambda wc: HEAD_KEEPING.get("named_heads", {}).get(wc.model),
+        per_layer=HEAD_KEEPING.get("heads_per_layer", 1),
+        fields=lambda wc: {"model": wc.model, "experiment": "head_keeping", "source": wc.source,
+                           "condition": wc.condition, "seed": config["seed"]},
+        eval=eval_params(),
+        micro_data=MICRO_DATA,
+    threads: THREADS
+    resources:
+        gpu=GPUS,
+    log:
+        "logs/head_keeping/{model}/{source}/{condition}.log",
     conda:
         MODEL_ENV
     script:
@@ -44,6 +81,7 @@ rule kv_pairs:
     params:
         spec=lambda wc: model_spec(wc.model),
         pairs=EXPERIMENTS.get("kv_pairs", {}).get("pairs", []),
+        named=lambda wc: EXPERIMENTS.get("kv_pairs", {}).get("named_heads", {}).get(wc.model),
         fields=lambda wc: {"model": wc.model, "experiment": "kv_pairs", "condition": wc.condition,
                            "seed": config["seed"]},
         eval=eval_params(),
@@ -72,6 +110,7 @@ rule topk_removal:
         tasks=lambda wc: (tasks_of("mmlu", "retrieval", "knowledge") if wc.experiment == "topk_removal"
                           else tasks_of("arc_regular", "arc_chat")),
         fields=lambda wc: {"model": wc.model, "experiment": wc.experiment, "k": int(wc.k), "seed": config["seed"]},
+        kinds=lambda wc: EXPERIMENTS.get(wc.experiment, {}).get("kinds_by_model", {}).get(wc.model),
         eval=eval_params(),
         micro_data=MICRO_DATA,
     threads: THREADS

@@ -12,6 +12,9 @@
 #                                         or the list of k to do it for
 #   hybrid_distillation.{steps,tokens,lr} per stage [1 matrices, 2 hidden states, 3 logits]
 #   hybrid_distillation.data     {source: micro | web, batch_size, seq_len?, corpus?, sources?}
+#   hybrid_distillation.kv_separator   the follow-up's KV separator (" "), for the teacher's ranking and
+#                                the hybrids' KV score; hybrid_distillation.kv_eval_seed: that score's probe
+#                                seed (default kv_probe.seed + 1, never the ranking's)
 #
 # Distillation checkpoints: every stage's output is a complete student directory (written
 # atomically at the end; DVC tracks it with results/). While a stage runs, its resumable
@@ -52,7 +55,18 @@ LAYER_SWAP_CONDITIONS = (["none"] + [f"layer{i}" for i in range(n_layers(LAYER_S
                          if LAYER_SWAP else [])
 # A model this workflow wrote (a student) loads with the study's dtype and device.
 LOCAL_SPEC = {"dtype": config.get("dtype", "float32"), "device": config.get("device", "cpu")}
-KV_PROBE = f"results/probes/{probe_name(config['scan']['n_pairs'])}.examples.jsonl"
+# The follow-up ranks the teacher's heads, and scores the hybrids' KV retrieval, with its own
+# separator ("is {answer}"); the hybrids are scored on prompts of another seed than the ranking's.
+DISTILL_SEPARATOR = (config["kv_probe"]["separator"] if DISTILL.get("kv_separator") is None
+                     else DISTILL["kv_separator"])
+KV_EVAL_SEED = config["kv_probe"]["seed"] + 1 if DISTILL.get("kv_eval_seed") is None else DISTILL["kv_eval_seed"]
+if DISTILL and KV_EVAL_SEED == config["kv_probe"]["seed"]:
+    raise ValueError(f"experiments.hybrid_distillation.kv_eval_seed = {KV_EVAL_SEED} is kv_probe.seed: the hybrids' "
+                     "KV retrieval would be scored on the prompts their heads were selected on")
+DISTILL_RANKING = ("results/scan/{teacher}.ranking.csv" if DISTILL_SEPARATOR == config["kv_probe"]["separator"]
+                   else "results/scan_distill/{teacher}.ranking.csv")
+KV_EVAL_PROBE = (f"results/probes/{probe_name(config['scan']['n_pairs'], KV_EVAL_SEED, DISTILL_SEPARATOR)}"
+                 ".examples.jsonl")
 
 
 rule align_student:
@@ -165,7 +179,7 @@ rule distill_stage:
     # stage-1 mixers and aligns each layer's output; stage 3 distils it end to end on logits.
     input:
         teacher=lambda wc: model_input(wc.teacher),
-        ranking=lambda wc: (f"results/scan/{wc.teacher}.ranking.csv"
+        ranking=lambda wc: (DISTILL_RANKING.format(teacher=wc.teacher)
                             if wc.stage == "2" and wc.selection == "ranked" and int(wc.k) > 0 else []),
         previous=lambda wc: (f"results/hybrid/{wc.teacher}/s{wc.state}/stage1" if wc.stage == "2"
                              else f"results/hybrid/{wc.teacher}/k{wc.k}-s{wc.state}-{wc.selection}/stage2"),
@@ -197,7 +211,7 @@ rule evaluate_hybrid:
     input:
         model=lambda wc: (model_input(wc.teacher) if wc.variant == "teacher"
                           else [f"results/hybrid/{wc.teacher}/{wc.variant}/stage3"]),
-        probe=KV_PROBE,
+        probe=KV_EVAL_PROBE,
     output:
         "results/hybrid/{teacher}/{variant}.csv",
     wildcard_constraints:

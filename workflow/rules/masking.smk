@@ -6,8 +6,11 @@
 #                            choices share one prompt; Winogrande-style tasks cannot be masked)
 #   ssm_masking.limit        documents per task (default: eval.limit)
 #   ssm_masking.batch_size   rows per forward (default: eval.batch_size)
-#   hybrid_attention.models  hybrids whose attention heads are ablated (Zamba2)
-#   hybrid_attention.k       top-k attention heads of the KV ranking, or "all" (k_by_model per model)
+#   hybrid_attention.models  hybrids whose attention heads are masked (Zamba2)
+#   hybrid_attention.k       top-k attention heads of the KV ranking among attention heads, or "all"
+#                            (k_by_model per model); k = 0 (the unmodified model) is evaluated once
+#   hybrid_attention.modes   last_row: the heads' softmax row at the answer position zeroed (the official
+#                            code; "all" = every head of every invocation); ablate: the heads zeroed whole
 
 MASKING = EXPERIMENTS.get("ssm_masking", {})
 HYBRID_ATTENTION = EXPERIMENTS.get("hybrid_attention", {})
@@ -17,12 +20,24 @@ PER_CHOICE_CONTEXT = {"micro_knowledge_fill", "winogrande"}
 
 
 MASKING_TASKS = MASKING.get("tasks") or [t for t in tasks_of("mmlu", "knowledge") if t not in PER_CHOICE_CONTEXT]
-# model -> its results/hybrid_attention/<model>/k<k>.csv, in config order
-HYBRID_ATTENTION_OUTPUTS = {
-    m: [f"results/hybrid_attention/{m}/k{k}.csv"
-        for k in HYBRID_ATTENTION.get("k_by_model", {}).get(m, HYBRID_ATTENTION.get("k", []))]
-    for m in HYBRID_ATTENTION.get("models", [])
-}
+
+
+def hybrid_attention_files(m):
+    """The model's results, in config order: k = 0 once (the unmodified model: top-k removal's
+    k0 where that experiment runs it with the same tasks, else its own), then per mode each k."""
+    ks = HYBRID_ATTENTION.get("k_by_model", {}).get(m, HYBRID_ATTENTION.get("k", []))
+    files = []
+    if 0 in ks:
+        shared = m in experiment_models("topk_removal") and 0 in k_values("topk_removal", m)
+        first = HYBRID_ATTENTION.get("modes", ["last_row"])[0]
+        files.append(f"results/topk_removal/{m}/k0.csv" if shared else f"results/hybrid_attention/{m}/{first}-k0.csv")
+    files += [f"results/hybrid_attention/{m}/{mode}-k{k}.csv" for mode in HYBRID_ATTENTION.get("modes", ["last_row"])
+              for k in ks if k != 0]
+    return files
+
+
+# model -> its result files (hybrid_attention_files), in config order
+HYBRID_ATTENTION_OUTPUTS = {m: hybrid_attention_files(m) for m in HYBRID_ATTENTION.get("models", [])}
 
 
 rule export_mc_task:
@@ -54,6 +69,7 @@ rule ssm_masking:
         spec=lambda wc: model_spec(wc.model),
         tasks=MASKING_TASKS,
         batch_size=MASKING.get("batch_size", EVAL.get("batch_size", 32)),
+        named=lambda wc: MASKING.get("named_heads", {}).get(wc.model),
         fields=lambda wc: {"model": wc.model, "experiment": "ssm_masking", "seed": config["seed"]},
     threads: THREADS
     resources:
@@ -89,8 +105,9 @@ rule hybrid_attention:
         model=lambda wc: model_input(wc.model),
         ranking="results/scan/{model}.ranking.csv",
     output:
-        "results/hybrid_attention/{model}/k{k}.csv",
+        "results/hybrid_attention/{model}/{mode}-k{k}.csv",
     wildcard_constraints:
+        mode="last_row|ablate",
         k=r"\d+|all",
     params:
         spec=lambda wc: model_spec(wc.model),
@@ -102,7 +119,7 @@ rule hybrid_attention:
     resources:
         gpu=GPUS,
     log:
-        "logs/hybrid_attention/{model}/k{k}.log",
+        "logs/hybrid_attention/{model}/{mode}-k{k}.log",
     conda:
         MODEL_ENV
     script:

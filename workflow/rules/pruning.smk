@@ -1,6 +1,8 @@
 # Layer pruning (paper Figs. 2-3): gradual truncation from the end, then removing one layer
 # at a time from the minimal model that experiment 1 finds.
 
+LAYER_PRUNING = EXPERIMENTS.get("layer_pruning", {})  # validated: the schema's defaults are filled in
+
 
 rule gradual_pruning:
     input:
@@ -70,13 +72,19 @@ rule individual_pruning:
 
 rule critical_layers:
     input:
-        lambda wc: expand("results/pruning/{{model}}/individual/layer{layer}.csv",
-                          layer=range(n_layers(wc.model))),
+        layers=lambda wc: expand("results/pruning/{{model}}/individual/layer{layer}.csv",
+                                 layer=range(n_layers(wc.model))),
+        gradual="results/pruning/{model}.gradual.csv",
+        minimal="results/pruning/{model}.minimal.json",
     output:
         table="results/pruning/{model}.individual.csv",
         critical="results/pruning/{model}.critical.json",
     params:
         mmlu=tasks_of("mmlu"),
+        knowledge=tasks_of("knowledge"),
+        chance=LAYER_PRUNING.get("mmlu_chance"),
+        collapse=LAYER_PRUNING.get("collapse"),
+        knowledge_tolerance=LAYER_PRUNING.get("knowledge_tolerance"),
     log:
         "logs/pruning/{model}.critical.log",
     conda:

@@ -3,14 +3,14 @@
 
 rule head_keeping_table:
     input:
-        expand("results/head_keeping/{model}/{condition}.csv", model=experiment_models("head_keeping"),
-               condition=["both", "aggregate_only", "gather_only", "neither"]),
+        [f"results/head_keeping/{m}/{source}/{condition}.csv" for m in experiment_models("head_keeping")
+         for source in keeping_sources(m) for condition in ["both", "aggregate_only", "gather_only", "neither"]],
     output:
         csv="figures/head_keeping.csv",
         md=report("figures/head_keeping.md", caption="../report/head_keeping.rst", category="Heads"),
     params:
         models=experiment_models("head_keeping"),
-        counts=[4] * len(experiment_models("head_keeping")),
+        counts=[4 * len(keeping_sources(m)) for m in experiment_models("head_keeping")],
         roles=task_roles("mmlu_knowledge"),
     log:
         "logs/figures/head_keeping.log",

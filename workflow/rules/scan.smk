@@ -2,13 +2,22 @@
 # of the top heads read off their token-mixing patterns.
 
 
+def scan_probe(scan_dir):
+    """results/scan ranks on the G&A probe (kv_probe.separator); results/scan_distill on the
+    follow-up's (hybrid_distillation.kv_separator), for the distilled teacher."""
+    sep = None if scan_dir == "scan" else DISTILL_SEPARATOR
+    return f"results/probes/{probe_name(config['scan']['n_pairs'], separator=sep)}.examples.jsonl"
+
+
 rule head_scan:
     input:
         model=lambda wc: model_input(wc.model),
-        probe=lambda wc: f"results/probes/{probe_name(config['scan']['n_pairs'])}.examples.jsonl",
+        probe=lambda wc: scan_probe(wc.scan_dir),
     output:
-        ranking="results/scan/{model}.ranking.csv",
-        ga="results/scan/{model}.ga.csv",
+        ranking="results/{scan_dir}/{model}.ranking.csv",
+        ga="results/{scan_dir}/{model}.ga.csv",
+    wildcard_constraints:
+        scan_dir="scan|scan_distill",
     params:
         spec=lambda wc: model_spec(wc.model),
         batch_size=config["scan"].get("batch_size", 32),
@@ -20,7 +29,7 @@ rule head_scan:
     resources:
         gpu=GPUS,
     log:
-        "logs/scan/{model}.log",
+        "logs/{scan_dir}/{model}.log",
     conda:
         "../../envs/gpu.yaml" if GPUS else "../../envs/cpu.yaml"
     script:

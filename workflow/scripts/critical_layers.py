@@ -1,14 +1,26 @@
-"""Gather the individual-pruning rows; the two layers whose removal costs MMLU most."""
+"""Gather the individual-pruning rows; the critical layers (MMLU collapses, knowledge stays)."""
+import json
+
 import pandas as pd
 
-from gna.experiments.pruning import critical_layers
+from gna.experiments.pruning import critical_layers, critical_pair, critical_table, metric_by
 from gna.io import write_csv, write_json
 from gna.pipeline import job
 
 with job(snakemake) as log:
-    table = pd.concat([pd.read_csv(f) for f in snakemake.input], ignore_index=True)
-    n_applicable = table.loc[table.applicable, "layer"].nunique()
-    critical = critical_layers(table, snakemake.params.mmlu, n=min(2, n_applicable))
-    log.info("critical layers %s", critical)
+    p = snakemake.params
+    table = pd.concat([pd.read_csv(f) for f in snakemake.input.layers], ignore_index=True)
+    depth = json.load(open(snakemake.input.minimal))["minimal_depth"]
+    gradual = pd.read_csv(snakemake.input.gradual)
+    base_mmlu = float(metric_by(gradual, "depth", p.mmlu)[depth])
+    base_knowledge = float(metric_by(gradual, "depth", p.knowledge)[depth])
+    verdicts = critical_table(table, p.mmlu, p.knowledge, base_mmlu, base_knowledge, chance=p.chance,
+                              collapse=p.collapse, knowledge_tolerance=p.knowledge_tolerance)
+    critical, pair = critical_layers(verdicts), critical_pair(verdicts)
+    log.info("minimal model (depth %d): MMLU %.3f, knowledge %.3f\n%s\ncritical layers %s, Table 1 pair %s",
+             depth, base_mmlu, base_knowledge, verdicts.to_string(index=False), critical, pair)
     write_csv(table, snakemake.output.table)
-    write_json({"critical_layers": critical}, snakemake.output.critical)
+    write_json({"critical_layers": critical, "pair": pair, "minimal_depth": depth, "base_mmlu": base_mmlu,
+                "base_knowledge": base_knowledge, "chance": p.chance, "collapse": p.collapse,
+                "knowledge_tolerance": p.knowledge_tolerance, "layers": verdicts.to_dict(orient="records")},
+               snakemake.output.critical)

@@ -1,22 +1,42 @@
-"""Table 1: minimal model, critical layers keep only their top-ranked head (or none)."""
+"""Table 1: minimal model; in the G&A layers keep only the Gather and/or Aggregate heads (or none).
+
+Heads are the config's named ones (the paper's) or the discovered ones: in each of the two
+critical layers, the head(s) whose removal alone costs MMLU most (rule critical_heads)."""
 import json
 
 import pandas as pd
 
-from gna.experiments.heads import head_keeping
+from gna.experiments.heads import keeping_plan, mmlu_heads
+from gna.experiments.pruning import metric_by
 from gna.experiments.run import evaluation_rows
 from gna.io import write_csv
 from gna.pipeline import job
 
 with job(snakemake) as log:
-    p = snakemake.params
+    p, w = snakemake.params, snakemake.wildcards
     depth = json.load(open(snakemake.input.minimal))["minimal_depth"]
-    critical = json.load(open(snakemake.input.critical))["critical_layers"]
-    if len(critical) < 2:
-        raise ValueError(f"head keeping needs two critical layers; the minimal model (depth {depth}) has {critical}")
-    keep, kept = head_keeping(critical, pd.read_csv(snakemake.input.ranking), snakemake.wildcards.condition)
-    log.info("critical layers %s, kept %s", critical, kept)
-    rows = evaluation_rows(p.spec, p.tasks, [{"truncate": depth}, *keep], p.eval, p.micro_data,
-                           {**p.fields, "first_layer": f"L{critical[0]}", "first_kept": kept[f"L{critical[0]}"],
-                            "second_layer": f"L{critical[1]}", "second_kept": kept[f"L{critical[1]}"]})
+    pair = json.load(open(snakemake.input.critical))["pair"]
+    if w.source == "named":
+        roles = {role: [list(h) for h in p.named[role]] for role in ("gather", "aggregate")}
+    elif pair:
+        scores = pd.read_csv(snakemake.input.heads)
+        mmlu = metric_by(scores, ["layer", "head"], p.tasks[:1]).rename("mmlu").reset_index()
+        kind = str(scores.kind.dropna().iloc[0])
+        roles = {role: [[layer, h, kind] for h in mmlu_heads(mmlu, layer, p.per_layer)]
+                 for role, layer in zip(("gather", "aggregate"), pair)}
+    else:
+        roles = None
+    if roles is None:
+        log.info("no pair of critical layers in the minimal model (depth %d): nothing to keep", depth)
+        rows = pd.DataFrame([{**p.fields, "kept": "n/a", "note": "no critical layer pair"}])
+    else:
+        too_deep = [h for hs in roles.values() for h in hs if int(h[0]) >= depth]
+        if too_deep:
+            raise ValueError(f"head_keeping: heads {too_deep} lie outside the minimal model (layers 0..{depth - 1})")
+        keep, kept = keeping_plan(roles, w.condition)
+        log.info("%s heads %s; kept %s", w.source, roles, kept)
+        rows = evaluation_rows(p.spec, p.tasks, [{"truncate": depth}, *keep], p.eval, p.micro_data,
+                               {**p.fields, "gather": " ".join(f"L{h[0]}H{h[1]}" for h in roles["gather"]),
+                                "aggregate": " ".join(f"L{h[0]}H{h[1]}" for h in roles["aggregate"]),
+                                "kept": " ".join(f"{k}:{v}" for k, v in kept.items())})
     write_csv(rows, snakemake.output[0])

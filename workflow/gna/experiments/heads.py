@@ -28,22 +28,72 @@ def random_heads(ranking: pd.DataFrame, k: int, seed: int, kinds=None) -> list[l
 
 
 KEEPING_CONDITIONS = ("both", "aggregate_only", "gather_only", "neither")
+ROLES_KEPT = {"both": ("gather", "aggregate"), "gather_only": ("gather",), "aggregate_only": ("aggregate",),
+              "neither": ()}
+
+
+def named_role_heads(named: dict | None, kinds=None) -> dict[str, list[list]] | None:
+    """``{"gather": [[layer, head(, kind)], ...], "aggregate": [...]}`` from a config's named heads
+    (``kind`` filled in from ``kinds``' first entry when a ref has none), or None."""
+    if not named:
+        return None
+    out = {}
+    for role in ("gather", "aggregate"):
+        out[role] = [[int(h[0]), int(h[1]), *([str(h[2])] if len(h) > 2 else ([kinds[0]] if kinds else []))]
+                     for h in named[role]]
+    return out
+
+
+def role_heads(ga: pd.DataFrame, role: str, named: dict | None = None) -> list[list]:
+    """The heads playing ``role``: the named ones if given, else the top classified one (or none)."""
+    if named:
+        return [list(h) for h in named[role]]
+    head = top_role_head(ga, role)
+    return [head] if head else []
+
+
+def mmlu_heads(scores: pd.DataFrame, layer: int, n: int) -> list[int]:
+    """Table 1's heads of one critical layer: the ``n`` whose removal alone costs MMLU most.
+
+    ``scores``: one row per (layer, head) with the MMLU accuracy when that head alone is ablated
+    in the minimal model (rule ``critical_heads``); ties go to the lower head index."""
+    sub = scores[scores.layer == layer].sort_values(["mmlu", "head"])
+    if sub.empty:
+        raise ValueError(f"no single-head MMLU scores for layer {layer}")
+    return [int(h) for h in sub["head"].head(n)]
+
+
+def keeping_plan(roles: dict[str, list[list]], condition: str) -> tuple[list[dict], dict[str, str]]:
+    """Table 1: in the role heads' layers keep only the heads of the kept roles (or none).
+
+    ``roles``: ``{"gather": [[layer, head(, kind)], ...], "aggregate": [...]}``. Every layer that
+    holds a role head keeps exactly the heads of the roles ``condition`` keeps; other layers are
+    untouched. Returns the ``keep_heads`` interventions and ``{"L16": "22", "L17": "none"}``."""
+    if condition not in ROLES_KEPT:
+        raise ValueError(f"condition {condition!r} is not one of {KEEPING_CONDITIONS}")
+    layers: dict[tuple[int, str | None], list[int]] = {}
+    for role, heads in roles.items():
+        for h in heads:
+            key = (int(h[0]), h[2] if len(h) > 2 else None)
+            layers.setdefault(key, [])
+            if role in ROLES_KEPT[condition]:
+                layers[key].append(int(h[1]))
+    specs, kept = [], {}
+    for (layer, kind), heads in sorted(layers.items(), key=lambda kv: kv[0][0]):
+        spec = {"layer": layer, "heads": sorted(set(heads))}
+        if kind:
+            spec["kind"] = kind
+        specs.append(spec)
+        kept[f"L{layer}"] = "/".join(map(str, sorted(set(heads)))) or "none"
+    return [{"keep_heads": specs}], kept
 
 
 def head_keeping(critical: list[int], ranking: pd.DataFrame, condition: str) -> tuple[list[dict], dict]:
-    """Table 1: in the two critical layers keep only their top-ranked head (or none).
-
-    Returns the ``keep_heads`` interventions and a description of what was kept."""
+    """The earlier Table 1 rule (top KV-ranked head of each of two critical layers); kept for
+    comparison only: the paper keeps the heads whose removal hurts MMLU (:func:`mmlu_heads`)."""
     first, second = critical
-    best = {}
-    for layer in (first, second):
-        in_layer = ranking[ranking.layer == layer].sort_values("rank")
-        best[layer] = (int(in_layer.iloc[0]["head"]), str(in_layer.iloc[0].kind))
-    keep_first = condition in ("both", "gather_only")
-    keep_second = condition in ("both", "aggregate_only")
-    specs, kept = [], {}
-    for layer, keep in ((first, keep_first), (second, keep_second)):
-        head, kind = best[layer]
-        specs.append({"layer": layer, "heads": [head] if keep else [], "kind": kind})
-        kept[f"L{layer}"] = head if keep else "none"
-    return [{"keep_heads": specs}], kept
+    roles = {}
+    for role, layer in (("gather", first), ("aggregate", second)):
+        r = ranking[ranking.layer == layer].sort_values("rank").iloc[0]
+        roles[role] = [[layer, int(r["head"]), str(r.kind)]]
+    return keeping_plan(roles, condition)

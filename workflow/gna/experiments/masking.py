@@ -30,10 +30,10 @@ SSM_KINDS = ("mamba2", "discrete-mamba2")  # the SSM mixers gna.masking can mask
 MODES = ("none", "full", "pattern")
 
 
-def ssm_ga_heads(ga: pd.DataFrame, kinds=SSM_KINDS) -> tuple[dict[str, list], str]:
+def ssm_ga_heads(ga: pd.DataFrame, kinds=SSM_KINDS) -> tuple[dict[str, list[list]], str]:
     """The top Gather and top Aggregate SSM heads of a scan's ``ga.csv``.
 
-    Returns ``({"gather": [layer, head, kind], "aggregate": [...]}, how)``. ``how`` is
+    Returns ``({"gather": [[layer, head, kind]], "aggregate": [[...]]}, how)``. ``how`` is
     ``"classified"`` when the scan classified both roles among its top SSM heads; otherwise a
     missing role falls back to the top-ranked SSM head of the earliest layer (Gather) or of the
     latest layer (Aggregate) among the top ones, and ``how`` says which role fell back.
@@ -63,17 +63,34 @@ def ssm_ga_heads(ga: pd.DataFrame, kinds=SSM_KINDS) -> tuple[dict[str, list], st
         heads[role] = free[0]
         fell_back.append(role)
     how = "classified" if not fell_back else "fallback:" + "+".join(fell_back)
-    return {"gather": heads["gather"], "aggregate": heads["aggregate"]}, how
+    return {"gather": [heads["gather"]], "aggregate": [heads["aggregate"]]}, how
 
 
-def head_label(heads: dict[str, list]) -> str:
-    return " ".join(f"{role}=L{h[0]}H{h[1]}" for role, h in heads.items())
+def named_ssm_heads(model, named: dict) -> dict[str, list[list]]:
+    """The config's named heads ``{role: [[layer, head(, kind)], ...]}`` with each kind resolved
+    from the model (a layer with one SSM mixer needs none); unknown layers/heads are refused."""
+    desc = describe(model)
+    out = {}
+    for role in ("gather", "aggregate"):
+        out[role] = []
+        for ref in named[role]:
+            mixer, head = desc.head(tuple(ref) if len(ref) == 3 else (int(ref[0]), int(ref[1])))
+            if mixer.kind not in SSM_KINDS:
+                raise ProbeError(f"named {role} head {list(ref)} is a {mixer.kind} head, not an SSM head "
+                                 f"({', '.join(SSM_KINDS)})")
+            out[role].append([mixer.layer, head, mixer.kind])
+    return out
 
 
-def _roles_by_mixer(heads: dict[str, list]) -> dict[tuple[int, str], dict[int, str]]:
+def head_label(heads: dict[str, list[list]]) -> str:
+    return " ".join(f"{role}=" + ",".join(f"L{h[0]}H{h[1]}" for h in hs) for role, hs in heads.items())
+
+
+def _roles_by_mixer(heads: dict[str, list[list]]) -> dict[tuple[int, str], dict[int, str]]:
     out: dict[tuple[int, str], dict[int, str]] = {}
-    for role, (layer, head, kind) in heads.items():
-        out.setdefault((int(layer), kind), {})[int(head)] = role
+    for role, hs in heads.items():
+        for layer, head, kind in hs:
+            out.setdefault((int(layer), kind), {})[int(head)] = role
     return out
 
 
@@ -95,7 +112,7 @@ def _segments(examples, tokenizer) -> list:
 def masked_accuracy(model, tokenizer, examples: list[dict], heads: dict[str, list], mode: str,
                     batch_size: int = 16, name: str = "task") -> dict:
     """Accuracy (lm-eval's ``acc``) on multiple-choice ``examples`` ``{prompt, choices, answer}``
-    with ``heads`` (role -> [layer, head, kind]) masked in ``mode``.
+    with ``heads`` (role -> [[layer, head, kind], ...]) masked in ``mode``.
 
     Returns ``{"acc", "n", "with_pattern", "logprobs"}``: ``with_pattern`` counts prompts that had
     choice segments (the others are masked fully under ``pattern``); ``logprobs`` (N, C).

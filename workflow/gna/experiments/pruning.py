@@ -26,7 +26,40 @@ def minimal_depth(gradual: pd.DataFrame, mmlu_tasks: list[str], tolerance: float
     return depth
 
 
-def critical_layers(individual: pd.DataFrame, mmlu_tasks: list[str], n: int = 2) -> list[int]:
-    """The ``n`` layers whose removal from the minimal model costs MMLU the most (in layer order)."""
-    mmlu = metric_by(individual[individual.applicable], "layer", mmlu_tasks)
-    return sorted(int(layer) for layer in mmlu.nsmallest(n).index)
+def critical_table(individual: pd.DataFrame, mmlu_tasks: list[str], knowledge_tasks: list[str],
+                   base_mmlu: float, base_knowledge: float, chance: float = 0.25, collapse: float = 0.5,
+                   knowledge_tolerance: float = 0.05) -> pd.DataFrame:
+    """Fig. 3's verdict per removed layer of the minimal model.
+
+    A layer is *critical* when removing it collapses MMLU, i.e. loses at least ``collapse`` of the
+    minimal model's accuracy above ``chance``, **while knowledge stays within**
+    ``knowledge_tolerance`` of the minimal model's (the notebook's wording: critical layers do
+    not carry knowledge; a layer whose removal breaks everything is not one).
+    Columns: layer, mmlu, knowledge, mmlu_lost (share of above-chance MMLU lost), collapsed,
+    knowledge_kept, critical."""
+    ok = individual[individual.applicable.astype(bool)]
+    mmlu = metric_by(ok, "layer", mmlu_tasks)
+    know = metric_by(ok, "layer", knowledge_tasks)
+    above = base_mmlu - chance
+    rows = []
+    for layer in mmlu.index:
+        lost = (base_mmlu - mmlu[layer]) / above if above > 0 else 0.0
+        collapsed = above > 0 and lost >= collapse
+        kept = bool(know.get(layer, float("nan")) >= base_knowledge - knowledge_tolerance)
+        rows.append({"layer": int(layer), "mmlu": float(mmlu[layer]), "knowledge": float(know.get(layer, float("nan"))),
+                     "mmlu_lost": float(lost), "collapsed": bool(collapsed), "knowledge_kept": kept,
+                     "critical": bool(collapsed and kept)})
+    return pd.DataFrame(rows, columns=["layer", "mmlu", "knowledge", "mmlu_lost", "collapsed", "knowledge_kept",
+                                       "critical"])
+
+
+def critical_layers(table: pd.DataFrame) -> list[int]:
+    """Every critical layer of :func:`critical_table`, in layer order (possibly none)."""
+    return sorted(int(r.layer) for r in table.itertuples() if r.critical)
+
+
+def critical_pair(table: pd.DataFrame) -> list[int]:
+    """Table 1's two layers (Gather, then Aggregate): the two critical layers whose removal costs
+    MMLU most, in layer order; [] when fewer than two layers are critical (no fallback)."""
+    crit = table[table.critical].sort_values(["mmlu_lost", "layer"], ascending=[False, True])
+    return sorted(int(x) for x in crit.layer.head(2)) if len(crit) >= 2 else []

@@ -20,8 +20,9 @@ def evaluation_rows(spec: dict, tasks: list[str], interventions: list[dict], eva
         model, tokenizer = model
     results = evaluate(model, tokenizer, tasks, suite or TaskSuite(micro_data), interventions,
                        batch_size=eval_cfg.get("batch_size", 32), max_length=eval_cfg.get("max_length", 2048),
-                       limit=eval_cfg.get("limit"), chat_tasks=tuple(eval_cfg.get("chat_tasks", ())))
+                       limit=eval_cfg.get("limit"), chat_tasks=tuple(eval_cfg.get("chat_tasks", ())),
+                       num_fewshot=eval_cfg.get("num_fewshot", 0))
     versions = package_versions()
-    return tidy(results, **fields, intervention=label(interventions),
+    return tidy(results, eval_cfg.get("num_fewshot", 0), **fields, intervention=label(interventions),
                 config_hash=config_hash([spec, tasks, interventions, eval_cfg]),
                 **{f"v_{k}": v for k, v in versions.items()})

@@ -8,6 +8,7 @@ Compose them with ``with`` (or :class:`contextlib.ExitStack`)::
 from .heads import ablate_heads, collect_head_means, head_mask, keep_heads
 from .layers import (SkipLayer, capture_layer_inputs, drop_layer, replace_layers, start_at_layer, swap_layer,
                      truncate)
+from .rows import last_positions, mask_last_row
 
 __all__ = ["SkipLayer", "ablate_heads", "capture_layer_inputs", "collect_head_means", "drop_layer", "head_mask",
-           "keep_heads", "replace_layers", "start_at_layer", "swap_layer", "truncate"]
+           "keep_heads", "last_positions", "mask_last_row", "replace_layers", "start_at_layer", "swap_layer", "truncate"]

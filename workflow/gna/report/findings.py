@@ -42,21 +42,39 @@ def gradual(fig: Path) -> list[dict]:
     return rows
 
 
-def individual(fig: Path) -> list[dict]:
+def individual(fig: Path, collapse: float = 0.5, knowledge_tolerance: float = 0.05) -> list[dict]:
+    """Fig. 3 holds where some layer is critical: its removal loses at least ``collapse`` of the
+    minimal model's MMLU above chance while knowledge stays within ``knowledge_tolerance``
+    (:func:`gna.experiments.pruning.critical_table`'s rule and defaults)."""
     t = _read(fig, "layer_pruning.csv")
     if t is None:
         return []
     rows = []
+    claim = "Fig. 3: removing one critical layer collapses MMLU, knowledge barely moves"
     for model, sub in t[t.experiment != "gradual"].groupby("model", sort=False):
         g = t[(t.experiment == "gradual") & (t.model == model)]
-        base = g.iloc[-1]
-        worst = sub.loc[sub.mmlu.idxmin()]
-        mm, kn = base.mmlu - worst.mmlu, base.knowledge - worst.knowledge
-        ok = mm >= 0.2 and kn < mm / 2
-        rows.append(dict(claim="Fig. 3: removing one critical layer collapses MMLU, knowledge barely moves",
-                         model=model, verdict=_verdict(ok, mm >= 0.1),
-                         evidence=f"without {worst.layers}: MMLU {base.mmlu:.2f} -> {worst.mmlu:.2f}, "
-                                  f"knowledge {base.knowledge:.2f} -> {worst.knowledge:.2f}"))
+        minimal = str(sub.experiment.iloc[0]).split("(")[1].split(")")[0]   # "minimal (0..N) minus layer"
+        base = g[g.layers == minimal].iloc[0]                              # the minimal model, unablated
+        above = base.mmlu - CHANCE_MMLU
+        if above < 0.1:
+            rows.append(dict(claim=claim, model=model, verdict="n/a",
+                             evidence=f"the minimal model is near chance on MMLU ({base.mmlu:.2f})"))
+            continue
+        lost = (base.mmlu - sub.mmlu) / above
+        collapsed = sub[lost >= collapse]
+        critical = collapsed[collapsed.knowledge >= base.knowledge - knowledge_tolerance]
+        if not critical.empty:
+            verdict = "holds"
+            shown = critical
+        else:
+            verdict = "partly" if not collapsed.empty else "does not hold"
+            shown = collapsed if not collapsed.empty else sub.loc[[sub.mmlu.idxmin()]]
+        rows.append(dict(claim=claim, model=model, verdict=verdict,
+                         evidence=f"minimal model MMLU {base.mmlu:.2f}, knowledge {base.knowledge:.2f}; "
+                                  + "; ".join(f"without {r.layers}: MMLU {r.mmlu:.2f}, knowledge {r.knowledge:.2f}"
+                                              for r in shown.itertuples())
+                                  + ("" if not critical.empty else
+                                     " (no layer collapses MMLU with knowledge kept: no critical layer)")))
     return rows
 
 
@@ -65,13 +83,18 @@ def head_keeping(fig: Path) -> list[dict]:
     if t is None:
         return []
     rows = []
-    for model, sub in t.groupby("model", sort=False):
+    claim = "Table 1: the two G&A heads alone keep MMLU; without either, chance; knowledge flat"
+    for (model, source), sub in t.groupby(["model", "source"], sort=False):
         s = sub.set_index("condition")
+        if "mmlu" not in s or s["mmlu"].isna().all():
+            rows.append(dict(claim=claim, model=f"{model} ({source} heads)", verdict="n/a",
+                             evidence=str(s["note"].dropna().iloc[0]) if "note" in s else "not run"))
+            continue
         both, one = s.loc["both", "mmlu"], max(s.loc["gather_only", "mmlu"], s.loc["aggregate_only", "mmlu"])
         ok = both - one >= 20 and one <= 100 * CHANCE_MMLU + 10
         kn = s["knowledge"]
-        rows.append(dict(claim="Table 1: the two G&A heads alone keep MMLU; without either, chance; knowledge flat",
-                         model=model, verdict=_verdict(ok, both - one >= 10),
+        rows.append(dict(claim=claim, model=f"{model} ({source} heads {s.iloc[0].gather} + {s.iloc[0].aggregate})",
+                         verdict=_verdict(ok, both - one >= 10),
                          evidence=f"MMLU both {both:.1f}, gather only {s.loc['gather_only', 'mmlu']:.1f}, aggregate "
                                   f"only {s.loc['aggregate_only', 'mmlu']:.1f}, neither {s.loc['neither', 'mmlu']:.1f}; "
                                   f"knowledge {kn.min():.1f}-{kn.max():.1f} (paper: 66.3 / 25.6 / 24.4 / 25.6)"))

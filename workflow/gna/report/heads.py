@@ -10,29 +10,56 @@ from .common import published, save_figure, write_table
 ROLE_TASKS = ("mmlu", "knowledge")
 
 
-def role_scores(df: pd.DataFrame, roles: dict[str, list[str]], key: str) -> pd.DataFrame:
+FILTER_ORDER = ("none", "strict-match", "flexible-extract")
+
+
+def _one_filter(sub: pd.DataFrame, metric: str, report_filter: str) -> tuple[pd.DataFrame, str]:
+    """The rows of ``metric`` under one lm-eval filter: ``report_filter`` where it is there, else
+    the first of FILTER_ORDER present (results keep every filter; a table shows one, named)."""
+    rows = sub[sub.metric == metric]
+    if "filter" not in rows or rows["filter"].isna().all():
+        return rows, "none"
+    present = list(dict.fromkeys(rows["filter"].dropna()))
+    chosen = report_filter if report_filter in present else next(
+        (f for f in FILTER_ORDER if f in present), present[0])
+    return rows[rows["filter"] == chosen], chosen
+
+
+def role_scores(df: pd.DataFrame, roles: dict[str, list[str]], key: str,
+                report_filter: str = "strict-match") -> pd.DataFrame:
     """Per value of ``key``: one column per role, the role's main metric averaged over its tasks
-    (perplexity for LAMBADA-like tasks, accuracy or exact match otherwise), in percent."""
+    (perplexity for LAMBADA-like tasks, accuracy or exact match otherwise), in percent. Where the
+    metric comes under an lm-eval filter other than none (gsm8k), a ``<role>_filter`` column
+    names the one shown."""
     cols = {}
     for role, tasks in roles.items():
         sub = df[df.task.isin(tasks)]
         for metric in ("perplexity", "acc", "contains", "answer_match", "exact_match"):
             if (sub.metric == metric).any():
                 scale = 1 if metric == "perplexity" else 100
-                cols[role if metric != "perplexity" else f"{role}_ppl"] = metric_by(sub, key, tasks, metric) * scale
+                rows, chosen = _one_filter(sub, metric, report_filter)
+                cols[role if metric != "perplexity" else f"{role}_ppl"] = metric_by(rows, key, tasks, metric) * scale
+                if chosen != "none":
+                    cols[f"{role}_filter"] = pd.Series(chosen, index=cols[role].index)
                 break
     return pd.DataFrame(cols)
 
 
 def head_keeping_table(tables: dict[str, pd.DataFrame], roles) -> pd.DataFrame:
+    """One row per (model, head source, condition): the kept heads, MMLU and knowledge, and the
+    paper's Table 1 beside (Llama-3.1-8B, L16 keeps H22 / L17 keeps H24). A source without a
+    critical layer pair gets one row per condition saying so, with no scores."""
     pub = published("head_keeping.csv")
     rows = []
     for model, df in tables.items():
-        scores = role_scores(df, roles, "condition")
-        for cond, r in scores.iterrows():
-            first = df[df.condition == cond].iloc[0]
-            row = dict(model=model, condition=cond, kept=f"{first.first_layer}:{first.first_kept} "
-                                                          f"{first.second_layer}:{first.second_kept}", **r.to_dict())
+        for (source, cond), sub in df.groupby(["source", "condition"], sort=False):
+            first = sub.iloc[0]
+            row = dict(model=model, source=source, condition=cond,
+                       gather=first.get("gather", ""), aggregate=first.get("aggregate", ""), kept=first.get("kept", ""))
+            if "task" in sub and sub.task.notna().any():
+                row.update(role_scores(sub.assign(k=0), roles, "k").iloc[0].to_dict())
+            else:
+                row["note"] = first.get("note", "not run")
             rows.append(row)
     out = pd.DataFrame(rows)
     paper = {"both": ("22", "24"), "aggregate_only": ("none", "24"), "gather_only": ("22", "none"),
@@ -77,7 +104,8 @@ def topk_table(tables: dict[str, pd.DataFrame], roles, paper_keys: dict[str, str
 
 
 def topk_figure(table: pd.DataFrame):
-    roles = [c for c in table.columns if c not in ("model", "k") and not c.startswith(("paper_", "diff_"))]
+    roles = [c for c in table.columns if c not in ("model", "k") and not c.startswith(("paper_", "diff_"))
+             and not c.endswith("_filter")]
     acc_roles = [r for r in roles if not r.endswith("_ppl")]
     fig, axes = plt.subplots(1, table.model.nunique(), figsize=(4 * table.model.nunique(), 3.2), squeeze=False)
     fig.suptitle("Removing the top-k KV-retrieval heads", fontsize=10)
@@ -93,8 +121,10 @@ def topk_figure(table: pd.DataFrame):
 def make_head_keeping(models, paths, roles, csv, md):
     tables = {m: pd.concat([pd.read_csv(p) for p in ps], ignore_index=True) for m, ps in zip(models, paths)}
     write_table(head_keeping_table(tables, roles), csv, md, title="Head keeping in the critical layers (Table 1)",
-                note="Minimal model; the first and second critical layers keep only their top-ranked head, or "
-                     "none. `paper_*`: Llama-3.1-8B, L16 keeps H22 / L17 keeps H24 (percent).")
+                note="Minimal model; in the G&A layers keep only the Gather and/or Aggregate heads, or none; "
+                     "every other layer untouched. `named`: the config's heads (the paper's); `discovered`: in "
+                     "each of the two critical layers, the head whose removal alone costs MMLU most. "
+                     "`paper_*`: Llama-3.1-8B, L16 keeps H22 / L17 keeps H24 (percent).")
 
 
 def make_kv_pairs(models, paths, png, pdf, csv, md):
