@@ -335,6 +335,47 @@ def test_phases_switch_corpus_and_restart_the_optimizer(tmp_path):
         train("llama", TINY["llama"], {**phased, "phases": [{"steps": 2, "corpus": {"nope": 1}}]}, tmp_path / "x")
 
 
+@pytest.mark.parametrize("interrupt_at", [2, 3])   # the 2nd eval (mid phase a) / the 3rd (phase b's first)
+def test_interrupted_training_resumes_from_its_checkpoint_to_the_same_bytes(tmp_path, monkeypatch, interrupt_at):
+    import gna.micro.train as tr
+    phased = {**TINY_TRAIN, "max_steps": 100, "eval_every": 2, "targets": {},
+              "phases": [{"name": "a", "steps": 4, "corpus": {"mmlu_prob": 0.0}},
+                         {"name": "b", "steps": 4, "restart": True, "lr": 1e-3, "warmup_steps": 1,
+                          "decay_steps": 4}]}
+    whole = train("llama", TINY["llama"], phased, tmp_path / "whole", seed=0)
+    real, calls = tr.evaluate, []
+
+    def dies(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == interrupt_at:
+            raise KeyboardInterrupt("killed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tr, "evaluate", dies)
+    with pytest.raises(KeyboardInterrupt):
+        train("llama", TINY["llama"], phased, tmp_path / "m", seed=0)
+    ckpt = tmp_path / "m.ckpt"
+    assert [p.name for p in ckpt.iterdir()] == [f"step-{2 * (interrupt_at - 1):06d}"] and not (tmp_path / "m").exists()
+    monkeypatch.setattr(tr, "evaluate", real)
+    resumed = train("llama", TINY["llama"], phased, tmp_path / "m", seed=0)
+    assert resumed["steps"] == whole["steps"] == 8 and resumed["metrics"] == whole["metrics"]
+    assert resumed["phases"] == whole["phases"]
+    assert (tmp_path / "m/model.safetensors").read_bytes() == (tmp_path / "whole/model.safetensors").read_bytes()
+    strip = lambda p: [{k: v for k, v in r.items() if k not in ("elapsed_s", "steps_per_s")}
+                       for r in csv.DictReader(open(p))]
+    assert strip(tmp_path / "m/train_log.csv") == strip(tmp_path / "whole/train_log.csv")
+    assert not ckpt.exists()                       # removed once the model is written
+    # a checkpoint of another recipe is never resumed
+    monkeypatch.setattr(tr, "evaluate", dies)
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):
+        train("llama", TINY["llama"], phased, tmp_path / "n", seed=0)
+    monkeypatch.setattr(tr, "evaluate", real)
+    other = train("llama", TINY["llama"], phased, tmp_path / "n", seed=1)
+    assert other["metrics"] != whole["metrics"] or (tmp_path / "n/model.safetensors").read_bytes() != \
+        (tmp_path / "whole/model.safetensors").read_bytes()
+
+
 def test_phase_targets_end_a_phase_at_a_fixed_evaluation(tmp_path):
     phased = {**TINY_TRAIN, "max_steps": 100, "eval_every": 2, "targets": {},
               "phases": [{"name": "a", "steps": 6, "targets": {"knowledge": 0.0}}, {"name": "b", "steps": 2}]}

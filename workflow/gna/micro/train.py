@@ -126,7 +126,7 @@ FAMILY_PRESETS: dict[str, dict[str, Any]] = {
                       num_mem_blocks=1, use_shared_attention_adapter=False, adapter_rank=8,
                       use_mem_rope=True, max_position_embeddings=512, chunk_size=64,
                       tie_word_embeddings=True),
-        "train": _recipe(600, {"kv8": 0.9, "knowledge": 0.98}, 100, 50),
+        "train": _recipe(600, {"kv8": 0.9, "knowledge": 0.98}, 600, 400),   # Mamba-2's budgets: MMLU-format
     },
 }
 
@@ -412,12 +412,19 @@ def _replace_dir(tmp: Path, out: Path) -> None:
 
 def train(family: str, model_config_overrides: dict | None = None,
           train_config: TrainConfig | dict | None = None, out_dir: str | os.PathLike = "micro_model",
-          seed: int = 0) -> dict[str, Any]:
+          seed: int = 0, resume: bool = True) -> dict[str, Any]:
     """Train a micro model of ``family`` and save it into ``out_dir``; returns the summary.
 
     ``model_config_overrides`` go to the transformers config on top of the family preset;
     ``train_config`` (dict or :class:`TrainConfig`) on top of the preset's recipe.
+
+    Interruptions: at every evaluation the whole training state (weights, optimiser, schedule,
+    the corpus's random stream, the log so far) is saved in ``<out_dir>.ckpt/step-<n>/``
+    (:mod:`gna.micro.checkpoint`); with ``resume`` a rerun of the same configuration goes on
+    from the newest complete one and ends with the same bytes as an uninterrupted run. The
+    checkpoints are removed once ``out_dir`` is written.
     """
+    from .checkpoint import TrainCheckpoints
     from tqdm.auto import tqdm
 
     cfg = resolve_train_config(family, train_config)
@@ -457,6 +464,10 @@ def train(family: str, model_config_overrides: dict | None = None,
         "versions": _versions(),
     }
     (tmp / "train_config.json").write_text(json.dumps(resolved, indent=1, sort_keys=True, default=str) + "\n")
+    ckpts = TrainCheckpoints(out, {k: v for k, v in resolved.items() if k != "versions"})
+    state = ckpts.latest() if resume else None
+    if not resume:
+        ckpts.clear()
     log.info("training %s (%d parameters) into %s: %d phase(s), at most %d steps", family, n_params, out,
              len(phases), total)
 
@@ -464,7 +475,6 @@ def train(family: str, model_config_overrides: dict | None = None,
                *[es.name for es in eval_sets], "targets_met"]
     log_file = open(tmp / "train_log.csv", "w", newline="")
     writer = csv.DictWriter(log_file, fieldnames=columns)
-    writer.writeheader()
     start = time.perf_counter()
     tokens = train_tokens = 0
     losses: list[float] = []
@@ -473,6 +483,24 @@ def train(family: str, model_config_overrides: dict | None = None,
     step = 0
     phase_log: list[dict[str, Any]] = []
     pi = 0
+    resume_pi, resume_phase_start, evaluated_at = 0, None, -1
+    if state is None:
+        writer.writeheader()
+    else:   # go on from the checkpoint: every piece of state the loop carries
+        model.load_state_dict(state["model"])
+        opt = new_optimizer()
+        opt.load_state_dict(state["optimizer"])
+        sched = _Schedule(**state["schedule"])
+        corpus.set_config(CorpusConfig.from_dict({**cfg.corpus, **phases[state["phase"]].corpus}))
+        corpus.rng.setstate(state["corpus_rng"])
+        corpus.rejected = state["corpus_rejected"]
+        torch.set_rng_state(state["torch_rng"])
+        step, tokens, train_tokens = state["step"], state["tokens"], state["train_tokens"]
+        metrics, phase_log = dict(state["metrics"]), list(state["phase_log"])
+        resume_pi, resume_phase_start, evaluated_at = state["phase"], state["phase_start"], state["step"]
+        start -= state["elapsed"]
+        log_file.write(state["log"])
+        log.info("resuming %s from its checkpoint at step %d (phase %r)", family, step, phases[resume_pi].name)
 
     def met(targets: dict[str, float]) -> bool:
         return bool(targets) and all(metrics.get(k, 0.0) >= v for k, v in targets.items())
@@ -495,21 +523,24 @@ def train(family: str, model_config_overrides: dict | None = None,
     scan_ctx = fast_mamba_scan(family == "mamba1" and cfg.fast_scan)
     scan_ctx.__enter__()
     try:
-        if cfg.eval_at_start:
+        if cfg.eval_at_start and state is None:
             do_eval(0, phases[0].name)
         import sys
-        bar = tqdm(total=total, desc=f"train {family}", disable=not cfg.progress, dynamic_ncols=True,
+        bar = tqdm(total=total, initial=step, desc=f"train {family}", disable=not cfg.progress, dynamic_ncols=True,
                    mininterval=0.5 if sys.stderr.isatty() else 30.0)   # a log file gets a line per 30 s
-        evaluated_at = -1
         done = False
         for pi, phase in enumerate(phases):
+            if pi < resume_pi:
+                continue
             last = pi == len(phases) - 1
-            if pi > 0:
+            resuming = state is not None and pi == resume_pi
+            if pi > 0 and not resuming:
                 corpus.set_config(CorpusConfig.from_dict({**cfg.corpus, **phase.corpus}))
                 if phase.restart:
                     opt = new_optimizer()
                     sched = _schedule(cfg, phase, step)
-            phase_start, phase_end = step, min(total, step + phase.steps)
+            phase_start = resume_phase_start if resuming else step
+            phase_end = min(total, phase_start + phase.steps)
             phase_stop = "steps"
             log.info("phase %d/%d %r: steps %d..%d%s", pi + 1, len(phases), phase.name, phase_start, phase_end,
                      " (fresh optimiser)" if phase.restart and pi > 0 else "")
@@ -545,6 +576,16 @@ def train(family: str, model_config_overrides: dict | None = None,
                 if over_time:
                     stopped, phase_stop, done = "max_seconds", "max_seconds", True
                     break
+                if evaluated_at == step:   # the phase goes on from here: a complete state to resume from
+                    log_file.flush()
+                    ckpts.save(step, {
+                        "model": model.state_dict(), "optimizer": opt.state_dict(),
+                        "schedule": dataclasses.asdict(sched), "phase": pi, "phase_start": phase_start,
+                        "corpus_rng": corpus.rng.getstate(), "corpus_rejected": corpus.rejected,
+                        "torch_rng": torch.get_rng_state(), "step": step, "tokens": tokens,
+                        "train_tokens": train_tokens, "metrics": dict(metrics), "phase_log": list(phase_log),
+                        "elapsed": time.perf_counter() - start,
+                        "log": (tmp / "train_log.csv").read_text()})
             phase_log.append({"name": phase.name, "start": phase_start, "end": step, "stopped": phase_stop,
                               "metrics": dict(metrics)})
             if done or step >= total:
@@ -566,6 +607,7 @@ def train(family: str, model_config_overrides: dict | None = None,
                "corpus_rejected_draws": corpus.rejected, "phases": phase_log}
     (tmp / "train_summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     _replace_dir(tmp, out)
+    ckpts.clear()
     summary["out_dir"] = str(out)
     return summary
 
