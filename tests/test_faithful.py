@@ -63,6 +63,21 @@ def test_last_row_mask_equals_the_official_softmax_row_zeroing_on_zamba2(monkeyp
     assert not torch.allclose(ours[0, -1], plain[0, -1], atol=1e-4)   # the answer position changed
     last = last_positions(ids)
     assert last.tolist() == [8, 5, 3]
+    # cached generation: the mask covers past tokens, the current input is the last one
+    assert last_positions(None, torch.ones(3, 9, dtype=torch.long), length=1).tolist() == [0, 0, 0]
+
+
+def test_last_row_mask_works_through_cached_generation():
+    model = _zamba2()
+    ids = torch.randint(3, 100, (2, 7))
+    mask = torch.ones_like(ids)
+    ids[1, :2], mask[1, :2] = 0, 0      # left padding, as lm-eval pads generation batches: the mask goes in
+    seen = []
+    hook = model.register_forward_pre_hook(lambda m, a, k: seen.append(k.get("attention_mask")), with_kwargs=True)
+    with torch.no_grad(), mask_last_row(model, "all"):
+        out = model.generate(ids, attention_mask=mask, max_new_tokens=3, do_sample=False)
+    hook.remove()
+    assert out.shape == (2, 10) and seen[-1] is not None and seen[-1].shape[1] > 1
 
 
 def test_last_row_mask_leaves_earlier_positions_bit_identical_and_the_model_unchanged():

@@ -26,18 +26,19 @@ POSITIONS = ("last",)
 
 
 def last_positions(input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None = None,
-                   pad_id: int = 0) -> torch.Tensor:
-    """``(B,)`` index of each row's last real token.
+                   pad_id: int = 0, length: int | None = None) -> torch.Tensor:
+    """``(B,)`` index, within the current input of ``length`` tokens, of each row's last real token.
 
-    With an ``attention_mask (B, T)``: its last 1. Otherwise the last token of ``input_ids (B, T)``
-    that is not ``pad_id`` (lm-eval pads log-likelihood batches on the right with 0, which the
-    official code relies on; the last such token, not the count, so a pad id inside the text
-    cannot move it). A row of padding only gets position 0.
+    From ``input_ids (B, T)`` when given: the last token that is not ``pad_id`` (lm-eval pads
+    log-likelihood batches on the right with 0, which the official code relies on; the last such
+    token, not the count, so a pad id inside the text cannot move it). Otherwise from a 2-D
+    ``attention_mask``: during cached generation it covers past tokens too, so only its last
+    ``length`` columns describe the current input. A row of padding only gets position 0.
     """
-    if attention_mask is not None and attention_mask.ndim == 2:
-        real = attention_mask.bool()
-    elif input_ids is not None:
+    if input_ids is not None and (length is None or input_ids.shape[1] == length):
         real = input_ids != pad_id
+    elif attention_mask is not None and attention_mask.ndim == 2:
+        real = attention_mask[:, -length:].bool() if length is not None else attention_mask.bool()
     else:
         raise InterventionError("masking the last row needs input_ids or a 2-D attention_mask in the forward "
                                 "call (inputs_embeds alone do not say where padding starts)")
@@ -69,11 +70,11 @@ def mask_last_row(model: nn.Module, heads: Iterable | str = "all", position: str
     else:
         grouped = _group(model, heads)
     check_hookable(model, list(grouped))
-    rows: list[torch.Tensor] = []
+    inputs: list = []   # (input_ids, attention_mask) of the forward call running now
 
     def capture(module, args, kwargs):
-        ids = kwargs.get("input_ids", args[0] if args else None)
-        rows[:] = [last_positions(ids, kwargs.get("attention_mask"), pad_id)]
+        ids = kwargs.get("input_ids")
+        inputs[:] = [ids if ids is not None else (args[0] if args else None), kwargs.get("attention_mask")]
 
     with ExitStack() as stack:
         handle = model.register_forward_pre_hook(capture, with_kwargs=True)
@@ -83,9 +84,9 @@ def mask_last_row(model: nn.Module, heads: Iterable | str = "all", position: str
 
             def fn(x, index=index):
                 """x: (B, T, n_heads, head_dim); zero [b, last_b, index, :]."""
-                if not rows:
+                if not inputs:
                     raise InterventionError("mask_last_row: the model's forward was not called with its inputs")
-                last = rows[0].to(x.device)
+                last = last_positions(*inputs, pad_id=pad_id, length=x.shape[1]).to(x.device)
                 if x.ndim != 4 or last.shape[0] != x.shape[0]:
                     raise InterventionError(f"mask_last_row expects (batch, T, heads, dim) with batch "
                                             f"{last.shape[0]}; got {tuple(x.shape)}")
