@@ -28,7 +28,7 @@ with job(snakemake) as log:
         roles = None
     if roles is None:
         log.info("no pair of critical layers in the minimal model (depth %d): nothing to keep", depth)
-        rows = pd.DataFrame([{**p.fields, "kept": "n/a", "note": "no critical layer pair"}])
+        rows = pd.DataFrame([{**p.fields, "kept": "nothing (no pair)", "note": "no critical layer pair"}])
     else:
         too_deep = [h for hs in roles.values() for h in hs if int(h[0]) >= depth]
         if too_deep:
