@@ -35,7 +35,11 @@ def mamba2_terms(mixer: nn.Module, hidden: torch.Tensor, attention_mask: torch.T
         hidden = hidden * attention_mask[:, :, None].to(hidden.dtype)
     Bsz, T, _ = hidden.shape
     H, P, N, G = mixer.num_heads, mixer.head_dim, mixer.ssm_state_size, mixer.n_groups
-    gate, xBC, dt = mixer.in_proj(hidden).split([mixer.intermediate_size, mixer.conv_dim, H], dim=-1)
+    # Falcon-H1's mixer scales its input and its projection (muP); 1 / absent elsewhere.
+    proj = mixer.in_proj(hidden * getattr(mixer, "ssm_in_multiplier", 1.0))
+    if getattr(mixer, "mup_vector", None) is not None:
+        proj = proj * mixer.mup_vector
+    gate, xBC, dt = proj.split([mixer.intermediate_size, mixer.conv_dim, H], dim=-1)
     xBC = mixer.act(mixer.conv1d(xBC.transpose(1, 2))[..., :T]).transpose(1, 2)
     if attention_mask is not None:
         xBC = xBC * attention_mask[:, :, None].to(xBC.dtype)
@@ -63,8 +67,13 @@ def mamba2_apply(mixer: nn.Module, x: torch.Tensor, matrix: torch.Tensor, gate: 
     its group; with the unmasked statistics the masked head's effect stays local to its own slice.
     """
     y = torch.einsum("bhts,bshp->bthp", matrix, x.float()).flatten(2)
+    if isinstance(mixer.norm, nn.Identity):  # Falcon-H1 without mamba_rms_norm: gate only, no statistics
+        return mixer.out_proj((y * F.silu(gate.float())).to(gate.dtype))
     if stats_matrix is None:
         return mixer.out_proj(mixer.norm(y.to(gate.dtype), gate))
+    if not hasattr(mixer.norm, "group_size"):
+        raise InterventionError(f"{type(mixer.norm).__name__} is not Mamba-2's gated RMSNorm: masking with the "
+                                "unmasked statistics is implemented for that norm only")
     ref = torch.einsum("bhts,bshp->bthp", stats_matrix, x.float()).flatten(2)
     return mixer.out_proj(_gated_norm(mixer.norm, y.to(gate.dtype), gate, ref.to(gate.dtype)))
 

@@ -35,7 +35,7 @@ def ablate_heads(model: nn.Module, heads: Iterable[HeadRef], mode: str = "zero",
     """Zero (or mean-replace) each head's slice of its mixer's output-projection input.
 
     ``heads``: ``(layer, head)`` or ``(layer, head, kind)``; ``kind`` is needed only where a
-    layer has two mixers (Zamba2 hybrid layers: ``"attention"`` and ``"mamba2"``).
+    layer has two mixers (Zamba2 hybrid layers, every Falcon-H1 layer: ``"attention"`` and ``"mamba2"``).
     ``mode="mean"`` needs ``means[(layer, kind)]`` of shape ``(n_heads, head_dim)``, e.g.
     from :func:`collect_head_means`.
     """

@@ -2,8 +2,9 @@
 
 They swap entries of the decoder-layer list for the duration of the context and put the
 original modules back afterwards; no parameter is modified. Every supported family's
-decoder layer takes the hidden states as its first argument and returns them as a tensor,
-which is what :class:`SkipLayer` relies on.
+decoder layer takes the hidden states as its first argument and returns them as a tensor, or
+as ``(hidden,)`` where the adapter says so (``layer_returns_tuple``: Falcon-H1, whose model loop
+reads ``layer(...)[0]``), which is what :class:`SkipLayer` relies on.
 """
 from __future__ import annotations
 
@@ -22,14 +23,21 @@ _LAYER_ATTRS = ("attention_type", "layer_type", "layer_idx", "is_sliding")
 class SkipLayer(nn.Module):
     """Identity in place of a decoder layer: returns the hidden states it is given."""
 
-    def __init__(self, replaced: nn.Module | None = None):
+    def __init__(self, replaced: nn.Module | None = None, as_tuple: bool = False):
         super().__init__()
+        # A model whose loop indexes the layer output ([0]) would take row 0 of a bare tensor.
+        self.as_tuple = as_tuple
         for a in _LAYER_ATTRS:  # the model's loop may read these off each layer
             if replaced is not None and hasattr(replaced, a):
                 setattr(self, a, getattr(replaced, a))
 
     def forward(self, hidden_states, *args, **kwargs):
-        return hidden_states
+        return (hidden_states,) if self.as_tuple else hidden_states
+
+
+def _skip(model: nn.Module, layer: int) -> SkipLayer:
+    adapter = adapter_for(model)
+    return SkipLayer(adapter.layers()[layer], as_tuple=adapter.layer_returns_tuple)
 
 
 @contextmanager
@@ -54,14 +62,13 @@ def truncate(model: nn.Module, n_layers: int):
     total = adapter_for(model).describe().n_layers
     if not isinstance(n_layers, int) or not 1 <= n_layers <= total:
         raise LayerIndexError(f"cannot truncate to {n_layers!r} layers: the model has {total} (keep 1..{total})")
-    layers = adapter_for(model).layers()
-    return replace_layers(model, {i: SkipLayer(layers[i]) for i in range(n_layers, total)})
+    return replace_layers(model, {i: _skip(model, i) for i in range(n_layers, total)})
 
 
 def drop_layer(model: nn.Module, layer: int):
     """Remove one layer (Fig. 3's individual layer pruning)."""
     adapter_for(model).describe().check_layer(layer)
-    return replace_layers(model, {layer: SkipLayer(adapter_for(model).layers()[layer])})
+    return replace_layers(model, {layer: _skip(model, layer)})
 
 
 def swap_layer(model: nn.Module, layer: int, new_layer: nn.Module):
@@ -93,7 +100,7 @@ def start_at_layer(model: nn.Module, layer: int, hidden: torch.Tensor) -> Iterat
 
     handle = layers[layer].register_forward_pre_hook(feed, with_kwargs=True)
     try:
-        with replace_layers(model, {i: SkipLayer(layers[i]) for i in range(layer)}):
+        with replace_layers(model, {i: _skip(model, i) for i in range(layer)}):
             yield model
     finally:
         handle.remove()

@@ -4,7 +4,8 @@ A *mixer* is one token-mixing unit invoked in one layer: an attention block, a M
 Mamba-2 or discrete Mamba-2 mixer. A *head* is a slice of the mixer's output-projection
 input viewed as ``(..., n_heads, head_dim)``; zeroing it removes that head's contribution.
 Zamba2's shared attention block is invoked from several layers: each invocation is its own
-mixer here (``layer`` = the invoking layer), so a head is (invocation layer, head).
+mixer here (``layer`` = the invoking layer), so a head is (invocation layer, head). Falcon-H1 runs
+attention and Mamba-2 in parallel in every layer: two mixers per layer, told apart by ``kind``.
 """
 from __future__ import annotations
 

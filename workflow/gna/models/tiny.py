@@ -9,6 +9,10 @@ import torch
 import transformers as tf
 
 FAMILIES = ("llama", "qwen2", "mamba1", "falcon-mamba", "mamba2", "zamba2", "llamba")
+"""The paper's families (the micro study and the core tests run these)."""
+MORE_FAMILIES = ("jamba", "falcon-h1", "granitemoehybrid", "gpt2", "olmo", "olmo2", "phi")
+"""Further transformers families with an adapter (tests/test_families.py)."""
+ALL_FAMILIES = FAMILIES + MORE_FAMILIES
 
 
 def tiny_config(family: str, vocab_size: int = 128, hidden: int = 32, layers: int = 2,
@@ -38,12 +42,36 @@ def tiny_config(family: str, vocab_size: int = 128, hidden: int = 32, layers: in
                   use_shared_attention_adapter=False, chunk_size=16, max_position_embeddings=512,
                   intermediate_size=2 * hidden)
         cls = tf.Zamba2Config
+    elif family == "jamba":  # odd layers attention, even layers Mamba-1; MoE (2 small experts) on even layers
+        kw = dict(num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), intermediate_size=2 * hidden,
+                  attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=0,
+                  num_experts=2, num_experts_per_tok=1, mamba_d_state=4, mamba_expand=2, mamba_dt_rank=4,
+                  max_position_embeddings=512, tie_word_embeddings=False)
+        cls = tf.JambaConfig
+    elif family == "falcon-h1":  # attention (GQA) and Mamba-2 (heads of 8) in every layer
+        kw = dict(num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), intermediate_size=2 * hidden,
+                  mamba_d_ssm=2 * hidden, mamba_n_heads=hidden // 4, mamba_d_state=8, mamba_chunk_size=16,
+                  max_position_embeddings=512, tie_word_embeddings=False)
+        cls = tf.FalconH1Config
+    elif family == "granitemoehybrid":  # Mamba-2 and attention layers alternating, 2 small experts
+        kw = dict(num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), intermediate_size=hidden,
+                  shared_intermediate_size=hidden, num_local_experts=2, num_experts_per_tok=1,
+                  layer_types=(["mamba", "attention"] * layers)[:layers], mamba_n_heads=hidden // 4,
+                  mamba_d_state=8, mamba_chunk_size=16, max_position_embeddings=512, tie_word_embeddings=False)
+        cls = tf.GraniteMoeHybridConfig
+    elif family == "gpt2":
+        kw = dict(num_attention_heads=heads, n_positions=512)
+        cls = tf.GPT2Config
+    elif family in ("olmo", "olmo2", "phi"):
+        kw = dict(num_attention_heads=heads, intermediate_size=2 * hidden, max_position_embeddings=512,
+                  tie_word_embeddings=False)
+        cls = {"olmo": tf.OlmoConfig, "olmo2": tf.Olmo2Config, "phi": tf.PhiConfig}[family]
     elif family == "llamba":
         from .llamba import LlambaConfig
         return LlambaConfig.tiny(vocab_size=vocab_size, hidden=hidden, layers=layers, heads=heads,
                                  **overrides)
     else:
-        raise ValueError(f"no tiny config for family {family!r}; known: {', '.join(FAMILIES)}")
+        raise ValueError(f"no tiny config for family {family!r}; known: {', '.join(ALL_FAMILIES)}")
     return cls(**{**common, **kw, **overrides})
 
 

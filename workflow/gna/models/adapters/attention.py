@@ -1,21 +1,58 @@
-"""Attention decoders with ``model.layers[i].self_attn.o_proj`` (Llama, Qwen2, Mistral, ...)."""
+"""Attention decoders with ``model.layers[i].self_attn.o_proj`` (Llama, Qwen2, Mistral, OLMo, ...).
+
+One file per shape: every family whose every decoder layer is one ``self_attn`` with an
+``o_proj`` nn.Linear (input ``(..., n_heads * head_dim)``, heads contiguous) and no other token
+mixer lands here, matched by structure rather than by model type. OLMo and OLMo-2
+(``OlmoForCausalLM``, ``Olmo2ForCausalLM``) have this shape in transformers (their original
+``att_proj`` / ``attn_out`` names exist only in the ``hf_olmo`` checkpoints).
+
+A layer that has another token mixer beside ``self_attn`` (Falcon-H1's parallel Mamba-2
+``mamba``), or a layer without ``self_attn`` (Jamba's, Granite-4.0-H's Mamba layers) is not this
+shape: describing its attention alone would make every scan and ablation silently ignore the
+other mixer, so such a model is refused (:meth:`refusal` says why) unless a family adapter
+matched it first.
+"""
 from __future__ import annotations
 
 from torch import nn
 
 from ..description import Mixer
-from .base import Adapter
+from .base import Adapter, other_token_mixers
+
+
+def _layers(model: nn.Module):
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    return layers if isinstance(layers, nn.ModuleList) and len(layers) > 0 else None
 
 
 class AttentionAdapter(Adapter):
     family = "attention"
-    examples = "Llama, Qwen2, Qwen3, Mistral, Gemma, Phi-3"
+    examples = "Llama, Qwen2, Qwen3, Mistral, Gemma, Phi-3, OLMo, OLMo-2"
+
+    @classmethod
+    def _problem(cls, layers) -> str | None:
+        for i, layer in enumerate(layers):
+            if not hasattr(getattr(layer, "self_attn", None), "o_proj"):
+                return f"layer {i} ({type(layer).__name__}) has no self_attn.o_proj"
+            others = other_token_mixers(layer, known=("self_attn",))
+            if others:
+                return (f"layer {i} has token mixers besides self_attn that the attention adapter does not "
+                        f"describe: {', '.join(others)}")
+        return None
 
     @classmethod
     def matches(cls, model: nn.Module) -> bool:
-        layers = getattr(getattr(model, "model", None), "layers", None)
-        return (isinstance(layers, nn.ModuleList) and len(layers) > 0
-                and hasattr(getattr(layers[0], "self_attn", None), "o_proj"))
+        layers = _layers(model)
+        return layers is not None and cls._problem(layers) is None
+
+    @classmethod
+    def refusal(cls, model: nn.Module) -> str | None:
+        layers = _layers(model)
+        # Only models that look like attention decoders (some layer has self_attn) get a reason.
+        if layers is None or not any(getattr(l, "self_attn", None) is not None for l in layers):
+            return None
+        problem = cls._problem(layers)
+        return None if problem is None else f"not a plain attention decoder: {problem}"
 
     def layers(self) -> nn.ModuleList:
         return self.model.model.layers
