@@ -25,6 +25,7 @@ include: "workflow/rules/masking.smk"
 include: "workflow/rules/hybrid.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/micro.smk"
+include: "workflow/rules/plan.smk"  # `snakemake plan`: the resource plan, not part of all
 
 
 rule all:

@@ -1,0 +1,126 @@
+"""The architecture configs (``config.json``, no weights) of the paper's models, shipped in
+``data/architectures/<key>/config.json`` so their real shapes are known offline: the config
+checks count layers and heads from them, the resource plan (:mod:`gna.plan`) sizes every job
+from them. ``data/architectures/README.md`` says where each number comes from.
+
+Imports nothing heavy at module level (the config checks run at every ``snakemake`` call);
+:func:`meta_model` imports torch and transformers when called.
+"""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+ARCH_DIR = Path(__file__).resolve().parents[2] / "data" / "architectures"
+
+
+@lru_cache(maxsize=1)
+def index() -> dict[str, str]:
+    """``{Hugging Face id: key}`` of the shipped configs (``data/architectures/index.json``)."""
+    path = ARCH_DIR / "index.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def shipped_key(source: str | None) -> str | None:
+    """The shipped config's key for a Hugging Face id (exact, or case-insensitive), else ``None``."""
+    if not source:
+        return None
+    ids = index()
+    if source in ids:
+        return ids[source]
+    lower = {k.lower(): v for k, v in ids.items()}
+    return lower.get(str(source).lower())
+
+
+def shipped_config(source: str | None) -> dict | None:
+    """The shipped ``config.json`` of a Hugging Face id, or ``None`` when none ships."""
+    key = shipped_key(source)
+    if key is None:
+        return None
+    return json.loads((ARCH_DIR / key / "config.json").read_text())
+
+
+def local_config(path: str | None) -> dict | None:
+    if not path:
+        return None
+    p = Path(path).expanduser() / "config.json"
+    return json.loads(p.read_text()) if p.is_file() else None
+
+
+def config_of(source: str | None) -> dict | None:
+    """A model's ``config.json``: the local directory's, else the shipped one of its hub id."""
+    return local_config(source) or shipped_config(source)
+
+
+# -- family -----------------------------------------------------------------------------------
+
+# model_type -> adapter family (gna.models.adapters); architectures[0] -> model_type where a
+# config.json lacks model_type (the published Llamba configs may have none).
+MODEL_TYPE_FAMILY = {"llama": "attention", "qwen2": "attention", "qwen3": "attention", "mistral": "attention",
+                     "gemma": "attention", "gemma2": "attention", "phi3": "attention", "mamba": "mamba1",
+                     "falcon_mamba": "mamba1", "mamba2": "mamba2", "zamba2": "zamba2", "llamba": "llamba",
+                     "gna_hybrid": "hybrid"}
+FAMILY_MODEL_TYPE = {"mamba1": "mamba", "mamba2": "mamba2", "zamba2": "zamba2", "llamba": "llamba"}
+
+
+def is_llamba(cfg: dict | None) -> bool:
+    """The Llamba / discrete Mamba-2 published format (same test as gna.models.llamba, no torch)."""
+    if not isinstance(cfg, dict):
+        return False
+    if cfg.get("model_type") == "llamba":
+        return True
+    ssm, mlp = cfg.get("ssm_cfg"), cfg.get("mlp_cfg")
+    return (all(k in cfg for k in ("d_model", "n_layer", "vocab_size")) and isinstance(ssm, dict)
+            and ("n_v_heads" in ssm or "n_qk_heads" in ssm) and isinstance(mlp, dict) and "intermediate_size" in mlp)
+
+
+def model_type_of(cfg: dict, family: str | None = None, where: str = "config.json") -> str:
+    """``model_type`` of a config, inferred where it is missing: the Llamba format, a transformers
+    class in ``architectures``, or the entry's ``family``; otherwise an error naming ``where``."""
+    if cfg.get("model_type"):
+        return cfg["model_type"]
+    if family == "llamba" or is_llamba(cfg):
+        return "llamba"
+    for arch in cfg.get("architectures") or []:
+        try:
+            from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        except ImportError:  # pragma: no cover
+            break
+        found = [mt for mt, cls in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items() if cls == arch]
+        stem = arch.removesuffix("ForCausalLM").lower()  # several types share a class (llama, internlm3...)
+        found.sort(key=lambda mt: mt.replace("_", "").replace("-", "") != stem)
+        if found:
+            return found[0]
+    if family in FAMILY_MODEL_TYPE:
+        return FAMILY_MODEL_TYPE[family]
+    from .errors import ConfigError
+
+    raise ConfigError(f"{where} has no model_type and its family cannot be told from its fields or "
+                      f"architectures {cfg.get('architectures')!r}: add model_type to it, or set the model "
+                      f"entry's family ({', '.join(sorted(FAMILY_MODEL_TYPE))})")
+
+
+# -- meta-device instances (no memory) ----------------------------------------------------------
+
+def meta_model(cfg: dict, family: str | None = None):
+    """The model of ``cfg`` instantiated on the meta device: real shapes, no memory, no weights.
+
+    ``describe(meta_model(cfg))`` gives the uniform mixer description (heads, kv groups, head
+    width, Zamba2's per-invocation attention mixers); parameter counts are exact.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = dict(cfg)
+    mtype = model_type_of(cfg, family)
+    with torch.device("meta"):
+        if mtype == "llamba":
+            from .models.llamba import LlambaConfig, LlambaForCausalLM
+
+            return LlambaForCausalLM(LlambaConfig.from_published(cfg)).eval()
+        if mtype == "gna_hybrid":
+            from . import hybrid  # noqa: F401  registers the students
+        cfg.pop("model_type", None)
+        config = AutoConfig.for_model(mtype, **{k: v for k, v in cfg.items() if k not in ("architectures",)})
+        return AutoModelForCausalLM.from_config(config).eval()

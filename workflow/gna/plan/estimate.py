@@ -1,0 +1,337 @@
+"""Per-job estimates of peak GPU memory, host memory and GPU time, from a model's real shape
+(its config.json on the meta device: parameters, layers, heads, hidden, vocab), the job's batch
+settings and token counts. Simple throughput constants (:class:`Hardware`, an H100 by default)
+turn FLOPs into seconds; every constant is a documented field, overridable from a YAML mapping.
+
+The memory model (bf16 unless the study's dtype says otherwise):
+  inference = weights + live activations of one forward (rows x tokens x the widest layer
+              tensor x ``act_factor``) + logits kept (rows x positions x vocab, twice: logits and
+              their log-softmax) + CUDA context / allocator slack (``gpu_overhead_gb``)
+  training  = frozen teacher weights + student x ``train_bytes_per_param`` (weights, grads,
+              AdamW's two moments) + saved activations of one micro-batch (``train_act_per_layer``
+              x tokens x hidden per layer) + the SSD scan's chunk tensors + the chunked logit loss
+Validated against torch.profiler measurements on tiny models (tests/test_plan.py).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+GB = 1e9
+TASKS_FILE = Path(__file__).with_name("lm_eval_tasks.yaml")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """Throughput and memory constants (an H100 SXM 80 GB running HF transformers in bf16)."""
+    gpu_mem_gb: float = 80.0
+    fwd_tflops: float = 350.0
+    """Achieved bf16 TFLOP/s of a large no-grad forward (35% of the 989 dense peak)."""
+    train_tflops: float = 250.0
+    """Achieved bf16 TFLOP/s of forward + backward in training (25% of peak)."""
+    ssm_efficiency: float = 0.8
+    """FLOP-rate factor of SSM families (Mamba-2, Llamba, Zamba2, hybrids) with fused kernels."""
+    mamba1_efficiency: float = 0.5
+    """Falcon-Mamba's selective scan (one state per channel) is memory-bound: half the rate."""
+    bandwidth_gbs: float = 2500.0
+    """Achieved HBM GB/s (of 3350): one decode step reads every weight once."""
+    decode_overhead_per_layer_s: float = 0.0006
+    """Kernel launches and Python per layer and decode step (HF generate, no CUDA graphs)."""
+    load_gbs: float = 0.5
+    """Checkpoint read (shared filesystem / HF cache) to GPU, GB/s."""
+    job_overhead_s: float = 120.0
+    """Interpreter, imports, CUDA context: per job."""
+    task_setup_s: float = 60.0
+    """lm-eval task building (datasets from the cache, prompts): per task."""
+    padding_waste: float = 1.25
+    """Padded tokens per real token in length-sorted batches."""
+    act_factor: float = 4.0
+    """Live copies of the widest activation in a no-grad forward (residual, normed, MLP halves)."""
+    train_bytes_per_param: float = 16.0
+    """Student training state per parameter: fp32 weights, grads and AdamW's two moments."""
+    train_act_per_layer: float = 34.0
+    """Saved activation bytes per token per hidden unit per layer (Korthikanti et al. 2022, bf16,
+    flash/SSM mixer: no T^2 term)."""
+    gpu_overhead_gb: float = 2.0
+    """CUDA context, cuBLAS workspaces, allocator fragmentation."""
+    host_base_gb: float = 6.0
+    """Host memory besides the weights: Python, torch, lm-eval datasets, tokenizers."""
+    host_weight_factor: float = 1.2
+    """Host copies of the weights while loading on the CPU first (1.2 x their bf16 bytes)."""
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "Hardware":
+        d = dict(d or {})
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown plan hardware constant(s) {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**d)
+
+
+@lru_cache(maxsize=1)
+def lm_eval_tasks() -> dict:
+    return yaml.safe_load(TASKS_FILE.read_text())
+
+
+def task_size(task: str, limit: int | None = None) -> dict:
+    t = dict(lm_eval_tasks().get(task) or lm_eval_tasks()["_default"])
+    if limit:
+        t["docs"] = min(t["docs"], int(limit))
+    return t
+
+
+# -- model shapes ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    family: str
+    params: int
+    embed_params: int
+    n_layers: int
+    hidden: int
+    vocab: int
+    intermediate: int
+    dtype_bytes: int = 2
+    attention: tuple = ()
+    """(layer, n_heads, head_dim, kv_heads) of every attention mixer (Zamba2: per invocation)."""
+    heads_by_layer: tuple = ()
+    """(layer, kind, n_heads) of every mixer: what the head scan ablates."""
+    ssm: tuple = ()
+    """(layer, n_heads, head_dim, d_state) of every SSM mixer (Mamba-1: channels, 1, state)."""
+    untied: bool = False
+    """Whether the LM head has its own weights (else it is the input embedding)."""
+
+    @property
+    def weight_bytes(self) -> float:
+        return self.params * self.dtype_bytes
+
+    @property
+    def n_heads_total(self) -> int:
+        return sum(h for _, _, h in self.heads_by_layer)
+
+    def flops_per_token(self, ctx: float, layers: float | None = None, logits: bool = True) -> float:
+        """Forward FLOPs per token at mean context ``ctx``, through ``layers`` of the decoder layers
+        (default all), with the LM head applied to it (``logits``) or not."""
+        frac = 1.0 if layers is None else layers / self.n_layers
+        body = self.params - self.embed_params - (self.vocab * self.hidden if self.untied else 0)
+        attn = sum(2 * h * d * ctx for (_, h, d, _) in self.attention)
+        return frac * (2 * body + attn) + (2 * self.hidden * self.vocab if logits else 0)
+
+    def widest(self) -> int:
+        return max([self.hidden * 2, self.intermediate] + [2 * h * d for (_, h, d, _) in self.ssm])
+
+
+def _untied(model) -> bool:
+    out, inp = model.get_output_embeddings(), model.get_input_embeddings()
+    return out is not None and out.weight is not inp.weight
+
+
+def model_info(name: str, cfg: dict, family: str | None = None, dtype: str = "bfloat16") -> ModelInfo:
+    """The shape of a model from its config.json dict (instantiated on the meta device)."""
+    return _model_info_cached(name, json.dumps(cfg, sort_keys=True, default=str), family, dtype)
+
+
+@lru_cache(maxsize=64)
+def _model_info_cached(name, cfg_json, family, dtype) -> ModelInfo:
+    from ..architectures import meta_model
+    from ..models import describe
+
+    cfg = json.loads(cfg_json)
+    model = meta_model(cfg, family)
+    d = describe(model)
+    params = sum(p.numel() for p in model.parameters())
+    emb = model.get_input_embeddings().weight
+    c = model.config
+    inter = getattr(c, "intermediate_size", None) or (getattr(c, "mlp_cfg", None) or {}).get("intermediate_size") or 0
+    ssm = []
+    for m in d.mixers:
+        if m.kind == "attention":
+            continue
+        mod = m.module
+        state = (getattr(mod, "d_state", None) or getattr(mod, "ssm_state_size", None)
+                 or getattr(c, "state_size", None) or getattr(c, "mamba_d_state", None) or 16)
+        ssm.append((m.layer, m.n_heads, m.head_dim, int(state)))
+    return ModelInfo(name=name, family=d.family, params=params, embed_params=emb.numel(), n_layers=d.n_layers,
+                 hidden=emb.shape[1], vocab=emb.shape[0], intermediate=int(inter),
+                 dtype_bytes=4 if dtype == "float32" else 2,
+                 attention=tuple((m.layer, m.n_heads, m.head_dim, m.kv_heads or m.n_heads)
+                                 for m in d.mixers if m.kind == "attention"),
+                 heads_by_layer=tuple((m.layer, m.kind, m.n_heads) for m in d.mixers), ssm=tuple(ssm),
+                 untied=_untied(model))
+
+
+def student_info(teacher: ModelInfo, k: int, state: int) -> ModelInfo:
+    """The retrieval-guided hybrid student of ``teacher``: every attention mixer replaced by a
+    discrete Mamba-2 mixer of the teacher's heads and head width (state ``state``), plus ``k``
+    kept attention heads (their Q/K/V/O slices)."""
+    d = teacher.hidden
+    delta, ssm = 0, []
+    for (layer, h, hd, kv) in teacher.attention:
+        inner = h * hd
+        attn = d * inner * 2 + 2 * d * kv * hd
+        mixer = d * (2 * inner + 2 * h * state + h) + inner * d + inner + h + 4 * (inner + 2 * h * state)
+        delta += mixer - attn
+        ssm.append((layer, h, hd, state))
+    kept = k * (4 * d * (teacher.attention[0][2] if teacher.attention else 64)) if k else 0
+    return replace(teacher, name=f"{teacher.name}-student-k{k}-s{state}", family="hybrid",
+                   params=teacher.params + delta + kept, attention=(), ssm=tuple(ssm),
+                   heads_by_layer=tuple((layer, "discrete-mamba2", h) for (layer, h, _, _) in ssm))
+
+
+# -- the estimates -----------------------------------------------------------------------------
+
+@dataclass
+class Estimate:
+    gpu_gb: float = 0.0
+    host_gb: float = 0.0
+    hours: float = 0.0
+    gpu: bool = True
+    resumable: bool = False
+    notes: list = field(default_factory=list)
+
+
+def rate(hw: Hardware, info: ModelInfo, training: bool = False) -> float:
+    base = (hw.train_tflops if training else hw.fwd_tflops) * 1e12
+    if info.family == "mamba1":
+        return base * hw.mamba1_efficiency
+    return base if info.family == "attention" else base * hw.ssm_efficiency
+
+
+def forward_peak_bytes(hw: Hardware, info: ModelInfo, rows: int, tokens: int, logit_positions: int | None = None,
+                       weights: bool = True, overhead: bool = True) -> float:
+    """Peak bytes of one no-grad forward of ``rows`` x ``tokens`` (logits kept at
+    ``logit_positions`` per row, default every position; 0 when only the last is computed)."""
+    b = info.dtype_bytes
+    act = hw.act_factor * rows * tokens * info.widest() * b
+    ssm = max([rows * h * 2 * d * st * 4 for (_, h, d, st) in info.ssm] or [0])  # fp32 state per mixer
+    pos = tokens if logit_positions is None else logit_positions
+    logits = 2 * rows * pos * info.vocab * b
+    return ((info.weight_bytes if weights else 0) + act + ssm + logits
+            + (hw.gpu_overhead_gb * GB if overhead else 0))
+
+
+def kv_cache_bytes(info: ModelInfo, rows: int, tokens: int) -> float:
+    return sum(2 * rows * tokens * kv * hd * info.dtype_bytes for (_, _, hd, kv) in info.attention)
+
+
+def eval_tasks(hw: Hardware, info: ModelInfo, tasks, eval_cfg: dict, layers: float | None = None,
+               repeats: int = 1) -> tuple[float, float]:
+    """(seconds, peak bytes) of lm-eval ``tasks`` on the model (``layers`` kept), ``repeats`` times."""
+    B = int(eval_cfg.get("batch_size", 32))
+    max_len = int(eval_cfg.get("max_length", 4096))
+    limit = eval_cfg.get("limit")
+    r = rate(hw, info)
+    secs, peak = 0.0, 0.0
+    L = info.n_layers if layers is None else layers
+    for task in tasks:
+        t = task_size(task, limit)
+        secs += hw.task_setup_s
+        longest = min(t["max_tokens"], max_len)
+        if t["output"] == "loglikelihood":
+            fwd = t["docs"] * (1 if t.get("shared") else t.get("choices", 1))
+            tokens = fwd * (t["ctx_tokens"] + t.get("cont_tokens", 1)) * hw.padding_waste
+            secs += repeats * tokens * info.flops_per_token(t["ctx_tokens"], layers) / r
+            peak = max(peak, forward_peak_bytes(hw, info, B, longest))
+        else:  # generate_until: prefill, then gen_tokens decode steps per batch
+            batches = math.ceil(t["docs"] / B)
+            gen = t["gen_tokens"]
+            prefill = t["docs"] * t["ctx_tokens"] * hw.padding_waste * info.flops_per_token(t["ctx_tokens"], layers,
+                                                                                            logits=False) / r
+            frac = L / info.n_layers
+            step = max(info.weight_bytes * frac / (hw.bandwidth_gbs * GB),
+                       B * info.flops_per_token(t["ctx_tokens"] + gen / 2, layers) / r) \
+                + hw.decode_overhead_per_layer_s * L
+            secs += repeats * (prefill + batches * gen * step)
+            peak = max(peak, forward_peak_bytes(hw, info, B, longest, logit_positions=1)
+                       + kv_cache_bytes(info, B, longest + gen) * frac)
+    return secs, peak
+
+
+def head_scan(hw: Hardware, info: ModelInfo, n_examples: int, n_pairs: int, batch_size: int = 32,
+              max_rows: int = 256, classify_top: int = 10, classify_examples: int = 20,
+              kinds=None, tokens: int | None = None) -> tuple[float, float]:
+    """gna.scan.scan_heads: per layer and batch, the residual entering the layer once, then every
+    head's ablation as rows of ``max_rows``-row forwards through the remaining layers only
+    (logits at the answer position only); then the G&A classification of the top heads."""
+    T = tokens or probe_tokens(n_pairs)
+    r = rate(hw, info)
+    per_layer = info.flops_per_token(T, logits=False) / info.n_layers
+    flops = 0.0
+    for (layer, kind, h) in info.heads_by_layer:
+        if kinds and kind not in kinds:
+            continue
+        remaining = info.n_layers - layer
+        flops += h * n_examples * T * hw.padding_waste * remaining * per_layer
+        flops += n_examples * T * (layer + 1) * per_layer  # the captured residual, per batch
+    flops += n_examples * T * info.flops_per_token(T)  # the baseline
+    secs = flops / r
+    # classification: eager attention / pattern reads, one forward per head and example
+    secs += classify_top * classify_examples * T * info.flops_per_token(T) / (r * 0.2)
+    rows = max(batch_size, (max_rows // batch_size) * batch_size)
+    peak = forward_peak_bytes(hw, info, rows, T, logit_positions=1)
+    peak += info.hidden * rows * T * info.dtype_bytes * 2  # the captured residual and its repeat
+    att = info.attention[0] if info.attention else None
+    if att and classify_top:  # eager attention for the patterns: heads x T^2 per example (fp32)
+        peak = max(peak, forward_peak_bytes(hw, info, classify_examples, T) + att[1] * T * T * 4 * classify_examples)
+    return secs, peak
+
+
+def probe_tokens(n_pairs: int) -> int:
+    """Tokens of a paper-format KV probe prompt: header and query ~20, ~6 per 'word:42' line."""
+    return 20 + 6 * int(n_pairs)
+
+
+def probe_scoring(hw: Hardware, info: ModelInfo, n_examples: int, n_pairs_list, batch_size: int = 32,
+                  layers: float | None = None, repeats: int = 1) -> tuple[float, float]:
+    r = rate(hw, info)
+    secs, peak = 0.0, 0.0
+    for n in n_pairs_list:
+        T = probe_tokens(n)
+        secs += repeats * n_examples * T * hw.padding_waste * info.flops_per_token(T, layers) / r
+        peak = max(peak, forward_peak_bytes(hw, info, batch_size, T))
+    return secs, peak
+
+
+def training_step(hw: Hardware, student: ModelInfo, teacher: ModelInfo, micro_batch: int, seq_len: int,
+                  stage: int, vocab_chunk: int = 4096, chunk_size: int = 128) -> tuple[float, float]:
+    """(FLOPs per token, peak bytes) of one distillation micro-step (gna.hybrid.distillation).
+    Stage 1 aligns each mixer's matrix with the teacher's attention matrix, one layer's targets at a
+    time; stage 2 each layer's output; stage 3 the logits (chunked loss, ``vocab_chunk`` tokens)."""
+    tok = micro_batch * seq_len
+    d = student.hidden
+    teacher_fwd = teacher.flops_per_token(seq_len / 2, logits=stage == 3)
+    student_fwd = student.flops_per_token(seq_len / 2, logits=stage == 3)
+    flops = teacher_fwd + 3 * student_fwd
+    if stage == 1:  # both T x T matrices per layer and head, forward and backward of the student's
+        h, hd = teacher.attention[0][1], teacher.attention[0][2]
+        flops += teacher.n_layers * 4 * h * hd * seq_len * 2
+    weights = teacher.weight_bytes + student.params * hw.train_bytes_per_param
+    acts = hw.train_act_per_layer * tok * d * student.n_layers
+    ssd = max([4 * micro_batch * h * seq_len * chunk_size * 4 for (_, h, _, _) in student.ssm] or [0])
+    extra = 0.0
+    if stage == 1:
+        h = teacher.attention[0][1]
+        # ~12 (heads, T, T) fp32 matrices per sequence alive while one layer is aligned: teacher
+        # attention and its fp32 copy, the student's matrix and its autograd intermediates
+        # (measured on the CPU at T = 512 with gna.hybrid.distillation; paper.yaml's comment)
+        extra = 12 * micro_batch * h * seq_len * seq_len * 4
+    elif stage == 3:
+        extra = 3 * min(vocab_chunk, tok) * student.vocab * 4  # student, teacher logits, grad (fp32)
+    teacher_act = hw.act_factor * tok * teacher.widest() * teacher.dtype_bytes
+    return flops, weights + acts + ssd + extra + teacher_act + hw.gpu_overhead_gb * GB
+
+
+def host_gb(hw: Hardware, *infos: ModelInfo) -> float:
+    """Host memory of a job that loads ``infos`` on the CPU first, then moves them to the GPU."""
+    return hw.host_base_gb + hw.host_weight_factor * sum(i.weight_bytes for i in infos) / GB
+
+
+def load_seconds(hw: Hardware, *infos: ModelInfo) -> float:
+    return hw.job_overhead_s + sum(i.weight_bytes for i in infos) / (hw.load_gbs * GB)

@@ -1,0 +1,327 @@
+"""The resource plan of a study: every job of its DAG (read off ``snakemake --dag``, so it is the
+DAG the rules build), each with its estimated peak GPU memory, host memory and GPU hours; the
+per-rule summary; and the check of a SLURM profile against it (GPU memory, runtime, mem_mb)."""
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from ..architectures import config_of
+from . import estimate as E
+from .estimate import GB, Estimate, Hardware
+
+ROOT = Path(__file__).resolve().parents[3]
+RESUMABLE = {"align_student", "distill_matrices", "distill_stage"}
+"""Rules that checkpoint and resume: a job killed at its time limit continues on its next attempt."""
+
+
+class PlanError(ValueError):
+    pass
+
+
+# -- the DAG -----------------------------------------------------------------------------------
+
+def dag_jobs(config: dict, snakefile: str | Path = ROOT / "Snakefile", workdir: str | Path | None = None,
+             target: str = "all") -> list[tuple[str, dict]]:
+    """``[(rule, wildcards)]`` of every job that ``target`` needs (``--forceall``), read off the dry
+    run of ``snakemake`` on ``config`` (written to a temporary config file): the DAG the rules build."""
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump(config, f, sort_keys=True)
+    try:
+        cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--dry-run", "--forceall",
+               "--nolock", "--configfile", f.name, "--", target]
+        out = subprocess.run(cmd, cwd=workdir or os.getcwd(), capture_output=True, text=True,
+                             env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+    finally:
+        os.unlink(f.name)
+    if out.returncode:
+        raise PlanError(f"snakemake --dry-run failed:\n{(out.stderr or out.stdout)[-3000:]}")
+    return parse_dry_run(out.stdout + out.stderr)
+
+
+def parse_dry_run(text: str) -> list[tuple[str, dict]]:
+    """Jobs of a dry run's listing: each ``rule X:`` block and its ``wildcards: a=b, c=d`` line."""
+    out = []
+    parts = re.split(r"^(?:local)?rule (\w+):\n", text, flags=re.M)
+    for rule, body in zip(parts[1::2], parts[2::2]):
+        m = re.search(r"^\s+wildcards: (.*)$", body.split("\n\n")[0], re.M)
+        wc = dict(p.split("=", 1) for p in m.group(1).split(", ")) if m else {}
+        out.append((rule, wc))
+    return out
+
+
+def gpu_rules(rules_dir: str | Path = ROOT / "workflow/rules") -> set[str]:
+    """Rules whose block declares a ``gpu=`` resource (the model-running rules)."""
+    text = "\n".join(p.read_text() for p in sorted(Path(rules_dir).glob("*.smk")))
+    parts = re.split(r"^rule (\w+):", text, flags=re.M)
+    return {name for name, body in zip(parts[1::2], parts[2::2]) if re.search(r"^\s+gpu\s*=", body, re.M)}
+
+
+# -- the study's models --------------------------------------------------------------------------
+
+def _model_cfg(config: dict, name: str) -> dict:
+    m = config["models"][name]
+    if "random" in m:
+        from ..models.tiny import tiny_config
+
+        r = dict(m["random"])
+        r.pop("seed", None)
+        return tiny_config(r.pop("family"), **r).to_dict()
+    path = m.get("path")
+    for p in (path, str(ROOT / path) if path and not os.path.isabs(path) else None):
+        cfg = config_of(p)
+        if cfg:
+            return cfg
+    raise PlanError(f"plan: no architecture config for models.{name} ({path!r}): not a local directory with a "
+                    "config.json, and no data/architectures/<key>/config.json ships for that Hugging Face id")
+
+
+class Study:
+    def __init__(self, config: dict, hw: Hardware):
+        self.config, self.hw = config, hw
+        self._info: dict = {}
+        self.exps = config.get("experiments") or {}
+        self.eval = {**(config.get("eval") or {})}
+
+    def info(self, name: str) -> E.ModelInfo:
+        if name not in self._info:
+            m = self.config["models"][name]
+            self._info[name] = E.model_info(name, _model_cfg(self.config, name), m.get("family"),
+                                            self.config.get("dtype", "float32"))
+        return self._info[name]
+
+    def tasks(self, *roles) -> list[str]:
+        out = []
+        for role in roles:
+            v = self.config["tasks"].get(role) or []
+            if isinstance(v, dict):
+                v = [t for x in v.values() for t in ([x] if isinstance(x, str) else x)]
+            out += [v] if isinstance(v, str) else list(v)
+        return list(dict.fromkeys(out))
+
+
+# -- one job ---------------------------------------------------------------------------------------
+
+def _eval_job(s: Study, info, tasks, layers=None, repeats=1, extra_models=()) -> Estimate:
+    secs, peak = E.eval_tasks(s.hw, info, tasks, s.eval, layers, repeats)
+    extra = sum(i.weight_bytes for i in extra_models)
+    return Estimate(gpu_gb=(peak + extra) / GB, host_gb=E.host_gb(s.hw, info, *extra_models),
+                    hours=(secs + E.load_seconds(s.hw, info, *extra_models)) / 3600)
+
+
+def _distill_stage(s: Study, teacher: str, stage: int, k: int, state: int) -> Estimate:
+    d = s.exps["hybrid_distillation"]
+    return _training(s, teacher, d, stage, k, state)
+
+
+def _training(s: Study, teacher: str, d: dict, stage: int, k: int, state: int) -> Estimate:
+    t = s.info(teacher)
+    st = E.student_info(t, k, state)
+    data = d.get("data") or {}
+    batch = int(data.get("batch_size", 8))
+    seq = int(data.get("seq_len", 2048 if data.get("source") == "web" else 128))
+    # the paper-scale defaults assumed where the config leaves them out (issue 13: micro-batches of 4
+    # sequences with gradient accumulation, stage 3's logit loss in chunks of 4096 tokens)
+    mb = int(d.get("micro_batch_size") or min(4, batch))
+    steps = (d.get("steps") or [None] * 3)[stage - 1]
+    tokens = float(steps) * batch * seq if steps else float((d.get("tokens") or [0] * 3)[stage - 1] or 0)
+    flops, peak = E.training_step(s.hw, st, t, mb, seq, stage, int(d.get("vocab_chunk") or 4096),
+                                  int(d.get("chunk_size") or 128))
+    secs = tokens * flops / E.rate(s.hw, st, training=True)
+    host = E.host_gb(s.hw, t) + 4.0  # + the data stream's buffers
+    return Estimate(gpu_gb=peak / GB, host_gb=host, hours=(secs + E.load_seconds(s.hw, t)) / 3600,
+                    resumable=True)
+
+
+def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
+    hw, ex, cfg = s.hw, s.exps, s.config
+    if not is_gpu:
+        return Estimate(gpu=False, gpu_gb=0.0, host_gb=2.0, hours=0.02)
+    if rule == "head_scan":
+        sc, info = cfg["scan"], s.info(wc["model"])
+        secs, peak = E.head_scan(hw, info, int(cfg["kv_probe"]["n_examples"]), int(sc["n_pairs"]),
+                                 int(sc.get("batch_size", 32)), int(sc.get("max_rows", 256)),
+                                 int(sc.get("classify_top", 10)), int(sc.get("classify_examples", 20)))
+        return Estimate(gpu_gb=peak / GB, host_gb=E.host_gb(hw, info),
+                        hours=(secs + E.load_seconds(hw, info)) / 3600)
+    if rule == "gradual_pruning":
+        return _eval_job(s, s.info(wc["model"]), s.tasks("mmlu", "knowledge"), layers=int(wc["depth"]))
+    if rule in ("individual_pruning", "head_keeping"):  # the minimal model: at most all layers
+        info = s.info(wc["model"])
+        return _eval_job(s, info, s.tasks("mmlu", "knowledge"), layers=info.n_layers - 1)
+    if rule == "critical_heads":  # every head of the two critical layers ablated alone, MMLU each
+        info = s.info(wc["model"])
+        per_layer = {}
+        for (layer, kind, h) in info.heads_by_layer:
+            if kind == "attention" or layer not in per_layer:
+                per_layer[layer] = h
+        heads = 2 * max(per_layer.values())
+        return _eval_job(s, info, s.tasks("mmlu"), layers=info.n_layers - 1, repeats=heads)
+    if rule == "kv_pairs":
+        info = s.info(wc["model"])
+        pairs = ex["kv_pairs"].get("pairs", [])
+        secs, peak = E.probe_scoring(hw, info, int(cfg["kv_probe"]["n_examples"]), pairs,
+                                     int(s.eval.get("batch_size", 32)))
+        return Estimate(gpu_gb=peak / GB, host_gb=E.host_gb(hw, info),
+                        hours=(secs + E.load_seconds(hw, info)) / 3600)
+    if rule == "topk_removal":
+        tasks = (s.tasks("mmlu", "retrieval", "knowledge") if wc.get("experiment") == "topk_removal"
+                 else s.tasks("arc_regular", "arc_chat"))
+        return _eval_job(s, s.info(wc["model"]), tasks)
+    if rule == "hybrid_attention":
+        return _eval_job(s, s.info(wc["model"]), s.tasks("mmlu", "retrieval", "knowledge"))
+    if rule == "ssm_masking":
+        m = ex.get("ssm_masking", {})
+        tasks = m.get("tasks") or [t for t in s.tasks("mmlu", "knowledge") if t != "winogrande"]
+        e = _eval_job(s, s.info(wc["model"]), tasks, repeats=1 if wc.get("mode") == "none" else 2)
+        return e
+    if rule == "layer_swap":
+        sw = ex["layer_swap"]
+        student = s.info(sw["student"]) if sw.get("student") else E.student_info(s.info(sw["teacher"]), 0, 64)
+        return _eval_job(s, student, s.tasks("mmlu", "knowledge"), extra_models=(s.info(wc["teacher"]),))
+    if rule == "distill_matrices":
+        return _distill_stage(s, wc["teacher"], 1, 0, int(wc["state"]))
+    if rule == "distill_stage":
+        return _distill_stage(s, wc["teacher"], int(wc["stage"]), int(wc["k"]), int(wc["state"]))
+    if rule == "align_student":
+        sw = ex["layer_swap"]
+        e1 = _training(s, wc["teacher"], {**sw, "tokens": list(sw.get("tokens") or []) + [0]}, 1, 0, 64)
+        e2 = _training(s, wc["teacher"], {**sw, "tokens": list(sw.get("tokens") or []) + [0]}, 2, 0, 64)
+        return Estimate(gpu_gb=max(e1.gpu_gb, e2.gpu_gb), host_gb=e1.host_gb, hours=e1.hours + e2.hours,
+                        resumable=True)
+    if rule == "evaluate_hybrid":
+        d = ex["hybrid_distillation"]
+        t = s.info(wc["teacher"])
+        if wc["variant"] == "teacher":
+            info = t
+        else:
+            k, st = re.match(r"k(\d+)-s(\d+)", wc["variant"]).groups()
+            info = E.student_info(t, int(k), int(st))
+        e = _eval_job(s, info, s.tasks("mmlu", "knowledge", "retrieval"))
+        data = d.get("data") or {}
+        held = int(d.get("heldout_batches", 4)) * int(data.get("batch_size", 8)) * int(data.get("seq_len", 2048))
+        kv, _ = E.probe_scoring(hw, info, int(cfg["kv_probe"]["n_examples"]), [int(cfg["scan"]["n_pairs"])])
+        e.hours += (kv + held * info.flops_per_token(1024) / E.rate(hw, info)) / 3600
+        return e
+    if rule in ("ga_heatmaps", "inference_memory"):
+        models = (ex.get("heatmaps", {}).get("models", []) if rule == "ga_heatmaps"
+                  else ex.get("memory", {}).get("models", []))
+        infos = [s.info(m) for m in models]
+        big = max(infos, key=lambda i: i.params) if infos else None
+        return Estimate(gpu_gb=(big.weight_bytes + 4 * GB) / GB if big else 1.0,
+                        host_gb=E.host_gb(hw, big) if big else 4.0,
+                        hours=sum(E.load_seconds(hw, i) for i in infos) / 3600 + 0.05)
+    raise PlanError(f"plan: no estimator for GPU rule {rule!r}: add one to gna.plan.jobs.estimate_job")
+
+
+# -- the plan --------------------------------------------------------------------------------------
+
+@dataclass
+class Row:
+    rule: str
+    wildcards: str
+    gpu: bool
+    gpu_gb: float
+    host_gb: float
+    hours: float
+    resumable: bool
+
+
+def plan(config: dict, jobs: list[tuple[str, dict]], hw: Hardware | None = None,
+         gpus: set[str] | None = None) -> list[Row]:
+    hw = hw or Hardware()
+    gpus = gpu_rules() if gpus is None else gpus
+    s = Study(config, hw)
+    rows = []
+    for rule, wc in jobs:
+        e = estimate_job(s, rule, wc, rule in gpus)
+        rows.append(Row(rule, ",".join(f"{k}={v}" for k, v in sorted(wc.items())), e.gpu, round(e.gpu_gb, 2),
+                        round(e.host_gb, 2), e.hours, e.resumable or rule in RESUMABLE))
+    return rows
+
+
+def summary(rows: list[Row]) -> list[dict]:
+    by: dict[str, list[Row]] = {}
+    for r in rows:
+        by.setdefault(r.rule, []).append(r)
+    out = [{"rule": rule, "jobs": len(rs), "gpu": rs[0].gpu, "peak_gpu_gb": max(r.gpu_gb for r in rs),
+            "host_gb": max(r.host_gb for r in rs), "max_job_hours": max(r.hours for r in rs),
+            "gpu_hours": sum(r.hours for r in rs if r.gpu)} for rule, rs in by.items()]
+    return sorted(out, key=lambda d: -d["gpu_hours"])
+
+
+# -- the SLURM profile -----------------------------------------------------------------------------
+
+def read_profile(profile_dir: str | Path = ROOT / "profiles/slurm") -> dict:
+    p = Path(profile_dir)
+    prof = yaml.safe_load((p / "config.yaml").read_text())
+    gpu = yaml.safe_load((p / "gpu.yaml").read_text()) if (p / "gpu.yaml").is_file() else {}
+    return {"profile": prof, "gpu": gpu}
+
+
+def limits(profile: dict, rule: str) -> dict:
+    prof, gpu = profile["profile"], profile["gpu"]
+    res = {**(prof.get("default-resources") or {}), **((prof.get("set-resources") or {}).get(rule) or {})}
+    preempt = prof.get("preemptible-rules") or []
+    retries = prof.get("preemptible-retries", 0) if rule in preempt else prof.get("retries", 0)
+    return {"runtime_min": float(res.get("runtime", 60)), "mem_mb": float(res.get("mem_mb", 4000)),
+            "gpu_mem_gb": float(gpu.get("gpu_mem_gb", 80)), "max_runtime_min": float(gpu.get("max_runtime_min", 1e12)),
+            "attempts": 1 + int(retries or 0)}
+
+
+def check_profile(rows: list[Row], profile: dict) -> list[str]:
+    """What of the plan the profile does not grant: GPU memory, runtime (a resumable job over its
+    attempts), host memory. Empty when every job fits."""
+    bad = []
+    for r in rows:
+        lim = limits(profile, r.rule)
+        where = f"{r.rule}[{r.wildcards}]"
+        if r.gpu and r.gpu_gb > lim["gpu_mem_gb"]:
+            bad.append(f"{where}: peak GPU memory {r.gpu_gb:.1f} GB > {lim['gpu_mem_gb']:.0f} GB")
+        budget = lim["runtime_min"] * (lim["attempts"] if r.resumable else 1)
+        if r.hours * 60 > budget:
+            bad.append(f"{where}: {r.hours:.1f} h > runtime {lim['runtime_min']:.0f} min"
+                       + (f" x {lim['attempts']} attempts" if r.resumable else ""))
+        if lim["runtime_min"] > lim["max_runtime_min"]:
+            bad.append(f"{r.rule}: runtime {lim['runtime_min']:.0f} min > the partition's {lim['max_runtime_min']:.0f}")
+        if r.host_gb * 1000 > lim["mem_mb"]:
+            bad.append(f"{where}: host memory {r.host_gb:.1f} GB > mem_mb {lim['mem_mb']:.0f}")
+    return bad
+
+
+# -- output ----------------------------------------------------------------------------------------
+
+def write(rows: list[Row], md_path, csv_path, profile: dict | None = None, hw: Hardware | None = None,
+          title: str = "") -> None:
+    import pandas as pd
+
+    hw = hw or Hardware()
+    pd.DataFrame([r.__dict__ for r in rows]).to_csv(csv_path, index=False)
+    summ = summary(rows)
+    total = sum(d["gpu_hours"] for d in summ)
+    lines = [f"# Resource plan{(': ' + title) if title else ''}", "",
+             f"{len(rows)} jobs, **{total:,.0f} GPU-hours** in all "
+             f"({sum(r.hours for r in rows if r.gpu and not r.resumable):,.0f} without the distillation stages); "
+             f"estimates for one {hw.gpu_mem_gb:.0f} GB GPU per job (`gna.plan`, constants: "
+             f"{hw.fwd_tflops:.0f} TFLOP/s forward, {hw.train_tflops:.0f} training, "
+             f"{hw.bandwidth_gbs:.0f} GB/s).", "",
+             "| rule | jobs | peak GPU GB | host GB | longest job h | GPU-hours |", "|---|---|---|---|---|---|"]
+    for d in summ:
+        lines.append(f"| {d['rule']} | {d['jobs']} | {d['peak_gpu_gb']:.1f} | {d['host_gb']:.1f} | "
+                     f"{d['max_job_hours']:.2f} | {d['gpu_hours']:,.1f} |" if d["gpu"] else
+                     f"| {d['rule']} | {d['jobs']} | (CPU) | {d['host_gb']:.1f} | {d['max_job_hours']:.2f} | 0 |")
+    lines.append(f"| **total** | {len(rows)} | | | | **{total:,.0f}** |")
+    if profile is not None:
+        bad = check_profile(rows, profile)
+        lines += ["", "## Against profiles/slurm", ""]
+        lines += ([f"- {b}" for b in bad] if bad else ["Every job fits the profile's GPU memory, runtime "
+                                                       "(resumable jobs over their attempts) and mem_mb."])
+    Path(md_path).write_text("\n".join(lines) + "\n")

@@ -1,0 +1,13 @@
+"""The study's resource plan: every job of its DAG with estimated GPU memory, host memory, hours."""
+from gna.pipeline import job
+from gna.plan import Hardware, dag_jobs, plan, read_profile, write
+
+with job(snakemake) as log:
+    p = snakemake.params
+    profile = read_profile(p.profile)  # profiles/slurm/gpu.yaml: the GPU, its memory, throughput overrides
+    hw = Hardware.from_dict({"gpu_mem_gb": profile["gpu"].get("gpu_mem_gb", 80), **(profile["gpu"].get("plan") or {})})
+    jobs = dag_jobs(dict(snakemake.config), snakefile=p.snakefile)
+    rows = plan(dict(snakemake.config), jobs, hw)
+    write(rows, snakemake.output.md, snakemake.output.csv, profile, hw,
+          title=snakemake.config.get("study", ""))
+    log.info("%d jobs, %.0f GPU-hours", len(rows), sum(r.hours for r in rows if r.gpu))
