@@ -44,7 +44,10 @@ DISTILL_STAGE = {
             "tokens": (DISTILL.get("tokens") or [None] * 3)[stage - 1],
             "lr": (DISTILL.get("lr") or [1e-3] * 3)[stage - 1], "data": DISTILL.get("data", {"source": "micro"}),
             "seed": DISTILL.get("seed", config["seed"]), "chunk_size": DISTILL.get("chunk_size", 128),
-            "ssm_init": DISTILL.get("ssm_init", "random"), "combine": DISTILL.get("combine", "sum")}
+            "ssm_init": DISTILL.get("ssm_init", "random"), "combine": DISTILL.get("combine", "sum"),
+            # memory knobs (micro-batches, stage 3's KL in chunks of positions): only when set, so a
+            # config without them keeps its params and reruns nothing
+            **{key: DISTILL[key] for key in ("micro_batch_size", "vocab_chunk") if DISTILL.get(key) is not None}}
     for stage in (1, 2, 3)
 }
 HYBRID_OUTPUTS = ([f"results/hybrid/{DISTILL['teacher']}/{v}.csv" for v in ["teacher", *DISTILL_VARIANTS]]

@@ -48,13 +48,16 @@ with job(snakemake) as log:
     log.info("stage %d (%s): %s student, state %d, kept heads %s", stage, run["name"], selection, state, heads)
     data = make_stream(run["data"], tok, p.micro_data, seed, purpose=f"stage{stage}")
     steps = stage_steps(run["steps"], run["tokens"], int(run["data"].get("batch_size", 16)), seq_len_of(run["data"]))
-    ident = {key: v for key, v in run.items() if key not in ("steps", "tokens")}
+    # the checkpoint folder ignores the budgets and the memory knobs: a job that ran out of memory
+    # resumes from its checkpoints with a smaller micro_batch_size / vocab_chunk
+    ident = {key: v for key, v in run.items() if key not in ("steps", "tokens", "micro_batch_size", "vocab_chunk")}
     ckpt = checkpoint_dir(p.ckpt, {**ident, "teacher": p.spec, "heads": [list(h) for h in heads], "state": state,
                                    "selection": selection, "inputs": input_stamp(getattr(i, "previous", []), i.teacher)})
     save_every = int(snakemake.config["experiments"]["hybrid_distillation"].get("save_every", 50))  # not a param
     start = time.time()
     result = distill(teacher, student, stage, data, steps, run["lr"], ckpt, resume=True, max_tokens=run["tokens"],
-                     seed=seed, save_every=save_every)
+                     seed=seed, save_every=save_every, micro_batch_size=run.get("micro_batch_size"),
+                     vocab_chunk=run.get("vocab_chunk"))
     losses = result["losses"] or [float("nan")]
     log.info("stage %d: %d steps, %d tokens, loss %.4f -> %.4f (resumed from step %d), %.1f s", stage,
              result["step"], result["tokens"], losses[0], losses[-1], result["resumed_from"], time.time() - start)

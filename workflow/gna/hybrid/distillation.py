@@ -12,6 +12,10 @@ Stages (goombalab/mohawk ``distill/distill_steps/{matrices,hstates,supervised}.p
 3. end to end: ``KL(teacher || student)`` of the next-token distributions, mean over tokens
    (``supervised.py`` uses the cross-entropy to the teacher's softmax: same gradient). Everything trains.
 
+Memory at paper scale: ``micro_batch_size`` (gradient accumulation over the effective batch),
+stage 1's teacher attention one layer at a time, stage 3's KL in ``vocab_chunk`` token positions
+at a time; see :func:`distill`.
+
 Checkpoints: ``out_dir/step-XXXXXXXX/`` (student weights, optimizer, scheduler, RNG, state.json)
 written through :func:`gna.io.atomic_path`, so a directory of that name is always complete;
 the newest ``keep`` are kept. A rerun with ``resume=True`` continues from the newest one (a run
@@ -47,28 +51,38 @@ _CKPT = re.compile(r"^step-(\d{8})$")
 # --------------------------------------------------------------------------------- teacher side
 
 @contextmanager
-def _record(teacher: nn.Module, want_weights: bool):
-    """Record each teacher layer's input and output (and attention weights) during a forward."""
+def _per_layer(teacher: nn.Module, consume: Callable, attention: bool):
+    """During a teacher forward, hand each layer's targets to ``consume`` as soon as they exist.
+
+    ``consume(i, x_i, target)``: ``x_i`` is layer i's input (B, T, d); ``target`` its attention
+    weights (B, H, T, T) when ``attention`` (the forward then runs eager attention, the one that
+    returns weights), else its output (B, T, d). The teacher keeps nothing: the weights are
+    dropped from the attention module's output once consumed (the layer ignores them anyway), so
+    at most one layer's (B, H, T, T) matrix is alive at a time. ``consume`` runs inside the
+    teacher's forward, so it must switch grad back on itself.
+    """
     layers = adapter_for(teacher).layers()
-    rec = {"in": [None] * len(layers), "out": [None] * len(layers), "attn": [None] * len(layers)}
+    inputs: dict[int, torch.Tensor] = {}
     with ExitStack() as stack:
         for i, layer in enumerate(layers):
             def pre(m, args, kwargs, i=i):
-                rec["in"][i] = args[0] if args else kwargs["hidden_states"]
+                inputs[i] = args[0] if args else kwargs["hidden_states"]
 
-            def post(m, args, kwargs, out, i=i):
-                rec["out"][i] = out[0] if isinstance(out, tuple) else out
+            stack.callback(layer.register_forward_pre_hook(pre, with_kwargs=True).remove)
+            if attention:
+                def attn_done(m, args, out, i=i):
+                    consume(i, inputs.pop(i), out[1])
+                    return (out[0], None, *out[2:])
 
-            handles = [layer.register_forward_pre_hook(pre, with_kwargs=True),
-                       layer.register_forward_hook(post, with_kwargs=True)]
-            if want_weights:
-                handles.append(layer.self_attn.register_forward_hook(
-                    lambda m, a, out, i=i: rec["attn"].__setitem__(i, out[1])))
-            for h in handles:
-                stack.callback(h.remove)
-        if want_weights:
+                stack.callback(layer.self_attn.register_forward_hook(attn_done).remove)
+            else:
+                def layer_done(m, args, kwargs, out, i=i):
+                    consume(i, inputs.pop(i), out[0] if isinstance(out, tuple) else out)
+
+                stack.callback(layer.register_forward_hook(layer_done, with_kwargs=True).remove)
+        if attention:
             stack.enter_context(eager_attention(teacher))
-        yield rec
+        yield
 
 
 def _batch(b, device) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -76,44 +90,123 @@ def _batch(b, device) -> tuple[torch.Tensor, torch.Tensor | None]:
     return ids.to(device), None if am is None else am.to(device)
 
 
+def _micro_batches(ids: torch.Tensor, am: torch.Tensor | None, size: int | None):
+    """Rows of the effective batch ids (B, T) in consecutive slices of ``size`` (all at once for None)."""
+    if size is None or size >= ids.shape[0]:
+        return [(ids, am)]
+    return [(ids[i:i + size], None if am is None else am[i:i + size]) for i in range(0, ids.shape[0], size)]
+
+
+def _real_tokens(ids: torch.Tensor, am: torch.Tensor | None) -> torch.Tensor:
+    """Total weight of the effective batch's tokens (the denominator of stages 2-3's means)."""
+    return (torch.ones_like(ids, dtype=torch.float32) if am is None else am.float()).sum()
+
+
 # --------------------------------------------------------------------------------- losses
+# Each stage's loss is a mean over the *effective* batch ids (B, T). With micro-batches, every
+# micro-batch backpropagates its share of that mean (its sum over the same denominator), so the
+# accumulated gradients are those of the whole batch; with one micro-batch the arithmetic is the
+# unchunked one, operation for operation.
 
-def _stage1(teacher, student, ids, am) -> torch.Tensor:
-    with torch.no_grad(), _record(teacher, want_weights=True) as rec:
-        teacher(input_ids=ids, attention_mask=am, use_cache=False)
-    valid = 1.0 if am is None else (am[:, None, :, None] * am[:, None, None, :]).float()
+def _stage1(teacher, student, ids, am, micro_batch_size=None, vocab_chunk=None) -> torch.Tensor:
+    layers = student.backbone.layers
     total = 0.0
-    for layer, x, A in zip(student.backbone.layers, rec["in"], rec["attn"]):
-        M = layer.mixer.mixing_matrix(layer.input_layernorm(x), am)       # (B, H, T, T)
-        loss = torch.linalg.matrix_norm((M - A.float()) * valid, ord="fro").mean()
-        loss.backward()  # per layer: each loss touches one layer only, and frees its graph now
-        total += loss.item()
-    return torch.tensor(total / len(rec["in"]))
+    for mids, mam in _micro_batches(ids, am, micro_batch_size):
+        share = mids.shape[0] / ids.shape[0]  # of the mean over (sample, head) of the effective batch
+        valid = 1.0 if mam is None else (mam[:, None, :, None] * mam[:, None, None, :]).float()
+
+        def align(i, x, A):  # A: teacher layer i's attention (b, H, T, T), freed after this
+            nonlocal total
+            with torch.enable_grad():
+                layer = layers[i]
+                M = layer.mixer.mixing_matrix(layer.input_layernorm(x), mam)      # (b, H, T, T)
+                loss = torch.linalg.matrix_norm((M - A.float()) * valid, ord="fro").mean()
+                if share != 1:
+                    loss = loss * share
+                loss.backward()  # each loss touches layer i only; its graph is freed now
+            total += loss.item()
+
+        with torch.no_grad(), _per_layer(teacher, align, attention=True):
+            teacher(input_ids=mids, attention_mask=mam, use_cache=False)
+    return torch.tensor(total / len(layers))
 
 
-def _stage2(teacher, student, ids, am) -> torch.Tensor:
-    with torch.no_grad(), _record(teacher, want_weights=False) as rec:
-        teacher(input_ids=ids, attention_mask=am, use_cache=False)
-    w = torch.ones_like(ids, dtype=torch.float32) if am is None else am.float()
+def _stage2(teacher, student, ids, am, micro_batch_size=None, vocab_chunk=None) -> torch.Tensor:
+    layers = student.backbone.layers
+    denominator = _real_tokens(ids, am)
     total = 0.0
-    for layer, x, y in zip(student.backbone.layers, rec["in"], rec["out"]):
-        dist = (layer(x, attention_mask=am) - y).float().norm(dim=-1)   # (B, T)
-        loss = (dist * w).sum() / w.sum()
-        loss.backward()
-        total += loss.item()
-    return torch.tensor(total / len(rec["in"]))
+    for mids, mam in _micro_batches(ids, am, micro_batch_size):
+        w = torch.ones_like(mids, dtype=torch.float32) if mam is None else mam.float()
+
+        def align(i, x, y):  # x, y: teacher layer i's input and output (b, T, d)
+            nonlocal total
+            with torch.enable_grad():
+                dist = (layers[i](x, attention_mask=mam) - y).float().norm(dim=-1)   # (b, T)
+                loss = (dist * w).sum() / denominator
+                loss.backward()
+            total += loss.item()
+
+        with torch.no_grad(), _per_layer(teacher, align, attention=False):
+            teacher(input_ids=mids, attention_mask=mam, use_cache=False)
+    return torch.tensor(total / len(layers))
 
 
-def _stage3(teacher, student, ids, am) -> torch.Tensor:
-    with torch.no_grad():
-        t = teacher(input_ids=ids, attention_mask=am, use_cache=False).logits.float()
-    s = student(input_ids=ids, attention_mask=am).logits[..., :t.shape[-1]].float()
+def _kl_sum(t: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """KL(teacher || student) per token from logits t, s (..., V) float32 -> (...)."""
     p = F.log_softmax(t, -1)
-    kl = (p.exp() * (p - F.log_softmax(s, -1))).sum(-1)                # (B, T)
-    w = torch.ones_like(kl) if am is None else am.float()
-    loss = (kl * w).sum() / w.sum()
-    loss.backward()
-    return loss.detach()
+    return (p.exp() * (p - F.log_softmax(s, -1))).sum(-1)
+
+
+def _stage3_chunked(teacher, student, ids, am, denominator, chunk: int) -> torch.Tensor:
+    """Stage 3's loss over ``chunk`` token positions at a time, backpropagated chunk by chunk.
+
+    The final hidden states of both models are computed once ((b, T, d): small); each chunk's
+    logits (chunk, V) are made from them through the LM heads, its loss backpropagated into the
+    student's hidden states (a detached leaf) and head, and freed before the next chunk. Then the
+    hidden states' accumulated gradient goes through the student's body once. Only one chunk's
+    vocabulary-wide tensors live at a time instead of several (b, T, V) ones.
+    """
+    if getattr(teacher.config, "final_logit_softcapping", None) is not None:
+        raise ConfigError("vocab_chunk: the teacher's logits are not lm_head(hidden) (final_logit_softcapping); "
+                          "set experiments.hybrid_distillation.vocab_chunk to null")
+    with torch.no_grad():
+        h_t = teacher.base_model(input_ids=ids, attention_mask=am, use_cache=False).last_hidden_state
+    head_t, head_s = teacher.get_output_embeddings(), student.get_output_embeddings()
+    V = head_t.weight.shape[0]
+    h_s = student.backbone(ids, attention_mask=am).last_hidden_state                  # (b, T, d), with graph
+    leaf = h_s.detach().requires_grad_()
+    flat_t, flat_s = h_t.flatten(0, 1), leaf.flatten(0, 1)                            # (N, d)
+    w = torch.ones(flat_s.shape[0], device=flat_s.device) if am is None else am.flatten().float()
+    total = torch.zeros((), device=flat_s.device)
+    for start in range(0, flat_s.shape[0], chunk):
+        part = slice(start, start + chunk)
+        with torch.no_grad():
+            t = head_t(flat_t[part]).float()                                          # (chunk, V)
+        s = head_s(flat_s[part].to(head_s.weight.dtype)).float()[..., :V]             # as the student's forward
+        loss = (_kl_sum(t, s) * w[part]).sum() / denominator
+        loss.backward()  # into leaf.grad and the student's head; this chunk's graph is freed
+        total += loss.detach()
+    h_s.backward(leaf.grad)
+    return total
+
+
+def _stage3(teacher, student, ids, am, micro_batch_size=None, vocab_chunk=None) -> torch.Tensor:
+    denominator = _real_tokens(ids, am)
+    total = None
+    for mids, mam in _micro_batches(ids, am, micro_batch_size):
+        if vocab_chunk:
+            loss = _stage3_chunked(teacher, student, mids, mam, denominator, vocab_chunk)
+        else:
+            with torch.no_grad():
+                t = teacher(input_ids=mids, attention_mask=mam, use_cache=False).logits.float()
+            s = student(input_ids=mids, attention_mask=mam).logits[..., :t.shape[-1]].float()
+            kl = _kl_sum(t, s)                                                         # (b, T)
+            w = torch.ones_like(kl) if mam is None else mam.float()
+            loss = (kl * w).sum() / denominator
+            loss.backward()
+            loss = loss.detach()
+        total = loss if total is None else total + loss
+    return total
 
 
 _STEP = {1: _stage1, 2: _stage2, 3: _stage3}
@@ -150,7 +243,8 @@ def _load(path: Path, student, opt, sched) -> dict:
 def distill(teacher: nn.Module, student: nn.Module, stage: int, data_iter, steps: int, lr: float, out_dir,
             resume: bool = True, *, max_tokens: float | None = None, seed: int = 0, save_every: int = 50,
             keep: int = 2, trainable: Callable[[str], bool] | None = None, grad_clip: float | None = 1.0,
-            weight_decay: float = 0.0, warmup: int = 0) -> dict:
+            weight_decay: float = 0.0, warmup: int = 0, micro_batch_size: int | None = None,
+            vocab_chunk: int | None = None) -> dict:
     """Train ``student`` (in place) on stage 1, 2 or 3 for ``steps`` optimizer steps.
 
     ``data_iter``: a callable ``step -> batch`` (random access: resuming reads from the step it
@@ -159,9 +253,20 @@ def distill(teacher: nn.Module, student: nn.Module, stage: int, data_iter, steps
     optionally ``attention_mask``. ``max_tokens``: stop early once that many (real) tokens were seen.
     ``trainable(name)`` overrides the stage's parameter set. Returns the run's state: ``step``,
     ``tokens``, per-step ``losses`` (stage loss per layer for 1-2, KL for 3), ``resumed_from``.
+
+    Memory (none of these change what is computed, only the rounding): ``micro_batch_size`` rows
+    of each batch go forward/backward at a time, their gradients accumulated into one optimizer
+    step over the whole batch (None: all rows at once); stage 1 computes each teacher layer's
+    attention only while that layer's mixer is aligned; ``vocab_chunk`` (stage 3): the KL over the
+    vocabulary is computed and backpropagated that many token positions at a time (None: all
+    positions of a micro-batch at once, as full (b, T, V) logits). Neither enters the checkpoint
+    fingerprint, so a run that ran out of memory resumes with smaller values.
     """
     if stage not in _STEP:
         raise ConfigError(f"stage {stage!r} is not 1 (matrices), 2 (hidden states) or 3 (logits)")
+    for name, value in (("micro_batch_size", micro_batch_size), ("vocab_chunk", vocab_chunk)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ConfigError(f"{name} must be a positive integer or None, got {value!r}")
     out_dir = Path(out_dir)
     if trainable is None:
         pats = [re.compile(p) for p in _TRAINABLE[stage]]
@@ -173,7 +278,8 @@ def distill(teacher: nn.Module, student: nn.Module, stage: int, data_iter, steps
                        warmup=warmup, n_trainable=len(names))
     with _training(student, set(names)):
         return _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tokens, seed, save_every,
-                    keep, grad_clip, weight_decay, warmup, fingerprint)
+                    keep, grad_clip, weight_decay, warmup, fingerprint,
+                    dict(micro_batch_size=micro_batch_size, vocab_chunk=vocab_chunk))
 
 
 @contextmanager
@@ -193,7 +299,7 @@ def _training(student: nn.Module, names: set[str]):
 
 
 def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tokens, seed, save_every, keep,
-         grad_clip, weight_decay, warmup, fingerprint) -> dict:
+         grad_clip, weight_decay, warmup, fingerprint, memory) -> dict:
     params = [p for p in student.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
@@ -229,7 +335,7 @@ def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tok
             break
         ids, am = _batch(batch, next(student.parameters()).device)
         opt.zero_grad(set_to_none=True)
-        loss = _STEP[stage](teacher, student, ids, am)
+        loss = _STEP[stage](teacher, student, ids, am, **memory)
         if grad_clip:
             torch.nn.utils.clip_grad_norm_(params, grad_clip)
         opt.step()

@@ -96,13 +96,20 @@ class KeptHeadsAttention(nn.Module):
         self.v_proj = nn.Linear(config.d_model, width, bias=config.attention_bias)
         self.o_proj = nn.Linear(width, config.d_model, bias=config.attention_out_bias)
 
-    def forward(self, hidden_states, position_embeddings, attention_mask=None, **kwargs):
-        """hidden_states (B, T, d_model) -> (output (B, T, d_model), weights (B, H, T, T) or None)."""
+    def forward(self, hidden_states, position_embeddings, attention_mask=None, cache=None, **kwargs):
+        """hidden_states (B, T, d_model) -> (output (B, T, d_model), weights (B, H, T, S) or None).
+
+        cache: a :class:`~gna.models.llamba.LlambaCache`; the new tokens' K (after RoPE) and V are
+        appended to it and the queries attend over all S = seen + T of them (``attention_mask``
+        then is (B, 1, T, S)).
+        """
         shape = (*hidden_states.shape[:-1], -1, self.head_dim)
         q = self.q_proj(hidden_states).view(shape).transpose(1, 2)
         k = self.k_proj(hidden_states).view(shape).transpose(1, 2)
         v = self.v_proj(hidden_states).view(shape).transpose(1, 2)
         q, k = apply_rotary_pos_emb(q, k, *position_embeddings)
+        if cache is not None:
+            k, v = cache.update_kv(self.layer_idx, k, v)
         attend = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
         out, weights = attend(self, q, k, v, attention_mask, dropout=0.0, scaling=self.scaling, **kwargs)
         return self.o_proj(out.reshape(*hidden_states.shape[:-1], -1).contiguous()), weights
@@ -134,25 +141,39 @@ class HybridDecoderLayer(LlambaDecoderLayer):
         self.rotary_emb = LlamaRotaryEmbedding(config.rotary_config()) if heads else None
         self.adapter = CombineAdapter(config.d_model) if heads and config.combine == "adapter" else None
 
-    def attention_inputs(self, u: torch.Tensor, attention_mask=None):
-        """RoPE (cos, sin) and the causal mask for ``u (B, T, d)``, built as the teacher's model does."""
-        position_ids = torch.arange(u.shape[1], device=u.device)[None]
-        mask = create_causal_mask(config=self.attn.config, inputs_embeds=u, attention_mask=attention_mask,
-                                  past_key_values=None, position_ids=position_ids)
+    def attention_inputs(self, u: torch.Tensor, attention_mask=None, seen: int = 0):
+        """RoPE (cos, sin) and the causal mask for ``u (B, T, d)``, built as the teacher's model does.
+
+        ``seen``: tokens already in a generation cache; ``u`` then holds positions seen..seen+T-1,
+        ``attention_mask`` (B, seen + T) covers all of them, and the mask is (B, 1, T, seen + T).
+        """
+        T = u.shape[1]
+        position_ids = torch.arange(seen, seen + T, device=u.device)[None]
+        if not seen:  # a whole sequence (or a cache's prefill): exactly the uncached mask
+            mask = create_causal_mask(config=self.attn.config, inputs_embeds=u, attention_mask=attention_mask,
+                                      past_key_values=None, position_ids=position_ids)
+        else:  # additive, as transformers' eager mask: 0 where allowed, the dtype's min elsewhere
+            S = seen + T
+            allowed = (torch.arange(S, device=u.device)[None, :] <= position_ids[0, :, None])[None]  # (1, T, S)
+            if attention_mask is not None:
+                allowed = allowed & attention_mask[:, None, :S].bool()
+            mask = torch.zeros(allowed.shape, dtype=u.dtype, device=u.device).masked_fill(
+                ~allowed, torch.finfo(u.dtype).min)[:, None]
         return self.rotary_emb(u, position_ids), mask
 
-    def mix(self, u, attention_mask=None, mixing_mask=None):
-        """The token-mixing output for the normed input ``u``: SSM (+ attention)."""
-        y = self.mixer(u, attention_mask=attention_mask, mixing_mask=mixing_mask)
+    def mix(self, u, attention_mask=None, mixing_mask=None, cache=None):
+        """The token-mixing output for the normed input ``u``: SSM (+ attention). ``cache``: see LlambaCache."""
+        extra = {} if cache is None else {"cache": cache}
+        y = self.mixer(u, attention_mask=attention_mask, mixing_mask=mixing_mask, **extra)
         if self.attn is None:
             return y
-        pe, mask = self.attention_inputs(u, attention_mask)
-        a = self.attn(u, pe, mask)[0]
+        pe, mask = self.attention_inputs(u, attention_mask, 0 if cache is None else cache.seen)
+        a = self.attn(u, pe, mask, **extra)[0]
         return y + a if self.adapter is None else self.adapter(a, y)
 
-    def forward(self, hidden_states, attention_mask=None, mixing_mask=None, **kwargs):
+    def forward(self, hidden_states, attention_mask=None, mixing_mask=None, cache=None, **kwargs):
         residual = hidden_states
-        h = self.mix(self.input_layernorm(hidden_states), attention_mask, mixing_mask)
+        h = self.mix(self.input_layernorm(hidden_states), attention_mask, mixing_mask, cache)
         hidden_states = residual + h.to(residual.dtype)
         return hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))
 

@@ -10,8 +10,10 @@ from pathlib import Path
 
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
+from . import kernels  # noqa: F401  gna.models.llamba.kernels: the optional fused CUDA kernels
 from .configuration import LlambaConfig, is_llamba_config
-from .modeling import DiscreteMamba2, LlambaDecoderLayer, LlambaForCausalLM, LlambaModel, segsum, ssd_scan
+from .modeling import (DiscreteMamba2, LlambaCache, LlambaDecoderLayer, LlambaForCausalLM, LlambaModel, segsum,
+                       ssd_scan)
 
 AutoConfig.register("llamba", LlambaConfig, exist_ok=True)
 AutoModel.register(LlambaConfig, LlambaModel, exist_ok=True)
@@ -50,5 +52,5 @@ def load_llamba(path_or_id, **from_pretrained_kwargs) -> LlambaForCausalLM:
     return LlambaForCausalLM.from_pretrained(path_or_id, config=config, **kw)
 
 
-__all__ = ["DiscreteMamba2", "KEY_MAPPING", "LlambaConfig", "LlambaDecoderLayer", "LlambaForCausalLM",
+__all__ = ["DiscreteMamba2", "KEY_MAPPING", "LlambaCache", "LlambaConfig", "LlambaDecoderLayer", "LlambaForCausalLM",
            "LlambaModel", "is_llamba_config", "load_llamba", "segsum", "ssd_scan"]

@@ -46,7 +46,9 @@ class LlambaConfig(PreTrainedConfig):
     bos_token_id: int | None = 128000
     eos_token_id: int | list[int] | None = 128001
     pad_token_id: int | None = None
-    use_cache: bool = False  # no recurrent cache: generation recomputes the whole prefix
+    # generate()'s default stays off (saved configs unchanged); use_cache=True, which lm-eval's
+    # generate_until passes, carries a LlambaCache: O(1) per new token in the SSM layers
+    use_cache: bool = False
 
     def __post_init__(self, **kwargs):
         # Spell every mixer/MLP option out, so a saved config does not depend on code defaults.

@@ -21,6 +21,8 @@ for the published Llama-3 vocabulary of 128256, a multiple of 8).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -30,6 +32,7 @@ from transformers.activations import ACT2FN
 from transformers.modeling_outputs import BaseModelOutput, CausalLMOutput
 
 from .configuration import LlambaConfig
+from .kernels import fused_conv, fused_ssd, kernels_for
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,30 +153,55 @@ class DiscreteMamba2(nn.Module):
         self.out_proj = nn.Linear(self.d_inner, d_model, bias=bias)
         self.mixing_mask = None  # optional standing (batch, n_heads, T, T) mask for when forward gets none
 
+    def _project(self, u, attention_mask=None):
+        """u (b, T, d_model) -> conv input xBC (b, T, conv_dim) with padded steps zeroed, z (b, T, d_inner),
+        A_log (b, T, n_heads) and keep (b, T, 1) or None (the first T columns of ``attention_mask``)."""
+        T = u.shape[1]
+        xBC, z, A_log = torch.split(self.in_proj(u), [self.conv1d.in_channels, self.d_inner, self.n_heads], -1)
+        keep = None if attention_mask is None else attention_mask[:, :T, None].to(xBC.dtype)
+        if keep is not None:  # padded steps then look like the conv's own zero padding
+            xBC = xBC * keep
+        return xBC, z, A_log, keep
+
+    def _conv(self, xBC, keep, kernels=None):
+        """Causal depthwise conv (+ activation) of the conv input xBC (b, T, conv_dim) -> (b, T, conv_dim)."""
+        if kernels is not None and kernels.conv is not None:
+            xBC = fused_conv(kernels.conv, xBC, self.conv1d.weight, self.conv1d.bias, self.activation)
+        else:
+            xBC = self.conv1d(xBC.transpose(1, 2))[..., :xBC.shape[1]].transpose(1, 2)
+            if self.activation != "identity":
+                xBC = F.silu(xBC)
+        if keep is not None:  # and add nothing to the state (exact for left padding too)
+            xBC = xBC * keep
+        return xBC
+
+    def _split(self, xBC):
+        """Conv output (b, T, conv_dim) -> x (b, T, n_heads, head_dim), B, C (b, T, n_qk_heads, d_state); no cast."""
+        b, T, _ = xBC.shape
+        bc = self.n_qk_heads * self.d_state
+        x, B, C = torch.split(xBC, [self.d_inner, bc, bc], -1)
+        return (x.reshape(b, T, self.n_heads, self.head_dim), B.reshape(b, T, self.n_qk_heads, self.d_state),
+                C.reshape(b, T, self.n_qk_heads, self.d_state))
+
+    def _heads(self, xBC, A_log, dtype):
+        """Conv output (b, T, conv_dim) -> x (b,T,h,p), log_a (b,T,h), B, C (b,T,h,n) repeated per head, in float32+."""
+        x, B, C = self._split(xBC)
+        dtype = torch.promote_types(dtype, torch.float32)  # the Triton kernel also scans in fp32
+        rep = self.n_heads // self.n_qk_heads
+        x = x.to(dtype)
+        B = B.repeat_interleave(rep, 2).to(dtype)
+        C = C.repeat_interleave(rep, 2).to(dtype)
+        log_a = -F.softplus(A_log.to(dtype))
+        return x, log_a, B, C
+
     def ssm_inputs(self, u, attention_mask=None):
         """u: (batch, T, d_model) -> x (b,T,h,p), log_a (b,T,h), B, C (b,T,h,n) in float32+, z (b,T,d_inner).
 
         x is the value stream that :meth:`mixing_matrix` multiplies; B, C are already repeated
         from n_qk_heads groups to n_heads; log_a = -softplus(A_log) is the per-step log decay.
         """
-        b, T, _ = u.shape
-        xBC, z, A_log = torch.split(self.in_proj(u), [self.conv1d.in_channels, self.d_inner, self.n_heads], -1)
-        keep = None if attention_mask is None else attention_mask[:, :T, None].to(xBC.dtype)
-        if keep is not None:  # padded steps then look like the conv's own zero padding
-            xBC = xBC * keep
-        xBC = self.conv1d(xBC.transpose(1, 2))[..., :T].transpose(1, 2)
-        if self.activation != "identity":
-            xBC = F.silu(xBC)
-        if keep is not None:  # and add nothing to the state (exact for left padding too)
-            xBC = xBC * keep
-        bc = self.n_qk_heads * self.d_state
-        x, B, C = torch.split(xBC, [self.d_inner, bc, bc], -1)
-        dtype = torch.promote_types(u.dtype, torch.float32)  # the Triton kernel also scans in fp32
-        rep = self.n_heads // self.n_qk_heads
-        x = x.reshape(b, T, self.n_heads, self.head_dim).to(dtype)
-        B = B.reshape(b, T, self.n_qk_heads, self.d_state).repeat_interleave(rep, 2).to(dtype)
-        C = C.reshape(b, T, self.n_qk_heads, self.d_state).repeat_interleave(rep, 2).to(dtype)
-        log_a = -F.softplus(A_log.to(dtype))
+        xBC, z, A_log, keep = self._project(u, attention_mask)
+        x, log_a, B, C = self._heads(self._conv(xBC, keep), A_log, u.dtype)
         return x, log_a, B, C, z
 
     @staticmethod
@@ -197,7 +225,14 @@ class DiscreteMamba2(nn.Module):
         _, log_a, B, C, _ = self.ssm_inputs(hidden_states, attention_mask)
         return self._materialise(log_a, B, C, self.D)
 
-    def forward(self, hidden_states, attention_mask=None, mixing_mask=None, mixing_matrix=None, **kwargs):
+    def _gate_out(self, y, z):
+        """y (b, T, n_heads, head_dim): SSM output with the D skip -> out_proj(y * silu(z + z_bias)) (b, T, d_model)."""
+        y = y.flatten(-2).to(z.dtype)
+        gate = F.silu(z if self.z_bias is None else z + self.z_bias)
+        return self.out_proj(y * gate)
+
+    def forward(self, hidden_states, attention_mask=None, mixing_mask=None, mixing_matrix=None, cache=None,
+                **kwargs):
         """hidden_states: (batch, T, d_model) -> (batch, T, d_model).
 
         attention_mask: (batch, T), 1 = real token; padded steps' conv inputs and x, B, C are
@@ -205,21 +240,116 @@ class DiscreteMamba2(nn.Module):
         tokens' outputs as they are alone.
         mixing_mask: (batch, n_heads, T, T), multiplied onto :meth:`mixing_matrix` before it is
         applied (quadratic path); mixing_matrix: the same shape, used instead of the materialised one.
-        Without either, the chunked scan runs (same result as an all-ones mask).
+        Without either, the chunked scan runs (same result as an all-ones mask); on CUDA, with
+        mamba-ssm / causal-conv1d importable, their fused kernels do the scan and the conv.
+        cache: a :class:`LlambaCache` (generation). With ``cache.seen == 0`` the whole input runs as
+        above and the conv window and final SSM state are stored; afterwards the input holds only
+        the new tokens (attention_mask: all ``seen + T`` columns) and each costs one recurrence step.
         """
         mixing_mask = self.mixing_mask if mixing_mask is None else mixing_mask
-        x, log_a, B, C, z = self.ssm_inputs(hidden_states, attention_mask)
-        if mixing_mask is None and mixing_matrix is None:
-            y, _ = ssd_scan(x, log_a, B, C, self.chunk_size)
-            y = y + self.D.to(x.dtype)[:, None] * x
+        quadratic = mixing_mask is not None or mixing_matrix is not None
+        if cache is not None:
+            if quadratic:
+                raise ValueError("a mixing mask / matrix is defined over a whole (T, T) sequence: it cannot be "
+                                 "applied with a generation cache (generate with use_cache=False)")
+            if self.layer_idx is None:
+                raise ValueError("a DiscreteMamba2 used with a generation cache needs its layer_idx")
+            if cache.seen:
+                return self._step(hidden_states, attention_mask, cache)
+        kernels = None if quadratic else kernels_for(hidden_states)
+        xBC, z, A_log, keep = self._project(hidden_states, attention_mask)
+        if cache is not None:
+            cache.conv[self.layer_idx] = self._conv_window(xBC)
+        xBC = self._conv(xBC, keep, kernels)
+        final = None
+        if kernels is not None and kernels.scan is not None:
+            x, B, C = self._split(xBC)
+            y, final = fused_ssd(kernels.scan, x, A_log, B, C, self.chunk_size, return_final_state=cache is not None)
+            x = x.to(torch.promote_types(x.dtype, torch.float32))
+            y = y.to(x.dtype) + self.D.to(x.dtype)[:, None] * x
         else:
-            M = self._materialise(log_a, B, C, self.D) if mixing_matrix is None else mixing_matrix.to(x.dtype)
-            if mixing_mask is not None:
-                M = M * mixing_mask.to(M.dtype)
-            y = torch.einsum("bhls,bshp->blhp", M, x)
-        y = y.flatten(-2).to(z.dtype)
-        gate = F.silu(z if self.z_bias is None else z + self.z_bias)
-        return self.out_proj(y * gate)
+            x, log_a, B, C = self._heads(xBC, A_log, hidden_states.dtype)
+            if not quadratic:
+                y, final = ssd_scan(x, log_a, B, C, self.chunk_size)
+                y = y + self.D.to(x.dtype)[:, None] * x
+            else:
+                M = self._materialise(log_a, B, C, self.D) if mixing_matrix is None else mixing_matrix.to(x.dtype)
+                if mixing_mask is not None:
+                    M = M * mixing_mask.to(M.dtype)
+                y = torch.einsum("bhls,bshp->blhp", M, x)
+        if cache is not None:
+            cache.ssm[self.layer_idx] = final
+        return self._gate_out(y, z)
+
+    def _conv_window(self, xBC):
+        """The last d_conv conv inputs of xBC (b, T, conv_dim), zeros before the start: (b, conv_dim, d_conv)."""
+        window = xBC.transpose(1, 2)[..., -self.d_conv:]
+        return F.pad(window, (self.d_conv - window.shape[-1], 0)).contiguous()  # a copy: frees xBC
+
+    def _step(self, u, attention_mask, cache):
+        """Cached decoding of u (b, T_new, d_model), usually T_new = 1: one recurrence step per token.
+
+        The same arithmetic as the scan, one token at a time: the conv over the stored window, then
+        ``s = exp(log_a) s + x B^T``, ``y = s C + D x``. Cost per token is independent of the prefix.
+        """
+        i, seen, T = self.layer_idx, cache.seen, u.shape[1]
+        am = None if attention_mask is None else attention_mask[:, seen:seen + T]
+        xBC_in, z, A_log, keep = self._project(u, am)
+        window, state = cache.conv[i], cache.ssm[i]                 # (b, conv_dim, d_conv), (b, h, p, n)
+        weight = self.conv1d.weight[:, 0]                             # (conv_dim, d_conv)
+        ys = []
+        for t in range(T):
+            window = torch.cat([window[..., 1:], xBC_in[:, t, :, None]], -1)
+            xBC = (window * weight).sum(-1)
+            if self.conv1d.bias is not None:
+                xBC = xBC + self.conv1d.bias
+            if self.activation != "identity":
+                xBC = F.silu(xBC)
+            if keep is not None:
+                xBC = xBC * keep[:, t]
+            x, log_a, B, C = (v[:, 0] for v in self._heads(xBC[:, None], A_log[:, t:t + 1], u.dtype))
+            state = torch.exp(log_a)[..., None, None] * state + x[..., None] * B[:, :, None, :]
+            ys.append(torch.einsum("bhpn,bhn->bhp", state, C) + self.D.to(x.dtype)[:, None] * x)
+        cache.conv[i], cache.ssm[i] = window, state
+        return self._gate_out(torch.stack(ys, 1), z)
+
+
+class LlambaCache:
+    """What cached generation carries from one forward to the next (``cache_params`` in ``generate``).
+
+    Per layer index: ``conv[i]`` (batch, conv_dim, d_conv), the mixer's last conv inputs;
+    ``ssm[i]`` (batch, n_heads, head_dim, d_state), float32, its SSM state; and for the hybrid
+    student's kept attention heads ``keys[i]``, ``values[i]`` (batch, kept_heads, seen, head_dim),
+    K after RoPE and V. ``seen``: tokens consumed so far (the next token's position). The SSM part
+    is the same size whatever the prefix, so a decoding step costs O(1) in the prefix length there.
+    """
+
+    is_compileable = False  # read by generate's auto-compile check (on CUDA)
+    is_croppable = False    # no rollback (assisted / deferred-stop decoding would need it)
+
+    def __init__(self):
+        self.conv: dict[int, torch.Tensor] = {}
+        self.ssm: dict[int, torch.Tensor] = {}
+        self.keys: dict[int, torch.Tensor] = {}
+        self.values: dict[int, torch.Tensor] = {}
+        self.seen = 0
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.seen
+
+    def update_kv(self, layer_idx: int, k: torch.Tensor, v: torch.Tensor):
+        """Append the new tokens' k, v (b, heads, T_new, head_dim); return all of them so far."""
+        if layer_idx in self.keys:
+            k = torch.cat([self.keys[layer_idx], k], 2)
+            v = torch.cat([self.values[layer_idx], v], 2)
+        self.keys[layer_idx], self.values[layer_idx] = k, v
+        return k, v
+
+    def reorder_cache(self, beam_idx: torch.Tensor) -> None:
+        """Beam search: keep batch rows ``beam_idx``."""
+        for store in (self.conv, self.ssm, self.keys, self.values):
+            for i, t in store.items():
+                store[i] = t.index_select(0, beam_idx.to(t.device))
 
 
 class LlambaDecoderLayer(nn.Module):
@@ -235,9 +365,11 @@ class LlambaDecoderLayer(nn.Module):
         self.post_attention_layernorm = LlambaRMSNorm(config.d_model, config.norm_epsilon)
         self.mlp = LlambaMLP(config.d_model, **config.mlp_cfg)
 
-    def forward(self, hidden_states, attention_mask=None, mixing_mask=None, **kwargs):
+    def forward(self, hidden_states, attention_mask=None, mixing_mask=None, cache=None, **kwargs):
         residual = hidden_states
-        h = self.mixer(self.input_layernorm(hidden_states), attention_mask=attention_mask, mixing_mask=mixing_mask)
+        extra = {} if cache is None else {"cache": cache}  # hooks that read the mixer's kwargs see no new key
+        h = self.mixer(self.input_layernorm(hidden_states), attention_mask=attention_mask, mixing_mask=mixing_mask,
+                       **extra)
         hidden_states = residual + h.to(residual.dtype)
         return hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))
 
@@ -251,7 +383,7 @@ class LlambaPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
-        return False  # recurrent model without a cache: generation recomputes the prefix
+        return False  # no DynamicCache: generation carries its own LlambaCache as cache_params
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -278,11 +410,25 @@ class LlambaModel(LlambaPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embedding = value
 
+    def supports_cache(self) -> bool:
+        """Whether cached generation gives what the full forward gives: every layer is this model's own
+        (a swapped-in module, e.g. a teacher layer shim, would ignore the cache) and no mixer holds a
+        standing mixing mask (defined over the whole sequence)."""
+        return all(isinstance(layer, LlambaDecoderLayer) and isinstance(layer.mixer, DiscreteMamba2)
+                   and layer.mixer.mixing_mask is None for layer in self.layers)
+
     def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, output_hidden_states=None,
-                **kwargs) -> BaseModelOutput:
-        """``hidden_states`` (if asked): the embeddings, each later layer's input, and the normed output."""
+                cache_params: LlambaCache | None = None, **kwargs) -> BaseModelOutput:
+        """``hidden_states`` (if asked): the embeddings, each later layer's input, and the normed output.
+
+        ``cache_params``: a :class:`LlambaCache`, updated in place; once it has seen tokens the input
+        holds only the new ones (``attention_mask`` all of them, seen + new).
+        """
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids and inputs_embeds")
+        if cache_params is not None and not self.supports_cache():
+            raise ValueError("this model's layers were replaced or carry a mixing mask: a generation cache would be "
+                             "ignored by them; run without one (use_cache=False)")
         h = self.embedding(input_ids) if inputs_embeds is None else inputs_embeds
         output_hidden_states = output_hidden_states if output_hidden_states is not None \
             else self.config.output_hidden_states
@@ -290,11 +436,22 @@ class LlambaModel(LlambaPreTrainedModel):
         for layer in self.layers:
             if output_hidden_states:
                 all_hidden.append(h)
-            h = layer(h, attention_mask=attention_mask)  # positional h: hooks read layer inputs as args[0]
+            # positional h: hooks read layer inputs as args[0]
+            h = (layer(h, attention_mask=attention_mask) if cache_params is None
+                 else layer(h, attention_mask=attention_mask, cache=cache_params))
+        if cache_params is not None:
+            cache_params.seen += h.shape[1]
         h = self.final_layernorm(h)
         if output_hidden_states:
             all_hidden.append(h)
         return BaseModelOutput(last_hidden_state=h, hidden_states=tuple(all_hidden) if output_hidden_states else None)
+
+
+@dataclass
+class LlambaCausalLMOutput(CausalLMOutput):
+    """CausalLMOutput plus the generation cache (absent from the output when None)."""
+
+    cache_params: LlambaCache | None = None
 
 
 class LlambaForCausalLM(LlambaPreTrainedModel, GenerationMixin):
@@ -321,10 +478,17 @@ class LlambaForCausalLM(LlambaPreTrainedModel, GenerationMixin):
         self.lm_head = value
 
     def forward(self, input_ids=None, attention_mask=None, labels=None, inputs_embeds=None,
-                output_hidden_states=None, logits_to_keep: int = 0, **kwargs) -> CausalLMOutput:
-        """logits: (batch, T, padded_vocab_size), float32. ``labels`` are shifted inside; -100 is ignored."""
+                output_hidden_states=None, logits_to_keep: int = 0, use_cache: bool | None = None,
+                cache_params: LlambaCache | None = None, **kwargs) -> LlambaCausalLMOutput:
+        """logits: (batch, T, padded_vocab_size), float32. ``labels`` are shifted inside; -100 is ignored.
+
+        ``use_cache=True`` starts a :class:`LlambaCache` (returned as ``cache_params``) when none is given;
+        pass it back with only the new tokens (and the whole attention mask) to continue.
+        """
+        if cache_params is None and use_cache:
+            cache_params = LlambaCache()
         out = self.backbone(input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-                            output_hidden_states=output_hidden_states)
+                            output_hidden_states=output_hidden_states, cache_params=cache_params)
         h = out.last_hidden_state
         if logits_to_keep:
             h = h[:, -logits_to_keep:]
@@ -333,11 +497,21 @@ class LlambaForCausalLM(LlambaPreTrainedModel, GenerationMixin):
         if labels is not None:
             loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten().to(logits.device),
                                    ignore_index=-100)
-        return CausalLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states)
+        return LlambaCausalLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
+                                    cache_params=cache_params)
 
-    def prepare_inputs_for_generation(self, input_ids, attention_mask=None, **kwargs):
-        # No cache: every step runs the full sequence so far.
-        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+    def prepare_inputs_for_generation(self, input_ids, attention_mask=None, cache_params=None, use_cache=None,
+                                      **kwargs):
+        # With use_cache (lm-eval's generate_until passes it), the first step runs the prompt and
+        # fills a LlambaCache, later steps feed only the tokens not yet seen. Without it, or when
+        # layers were swapped out / masked (see LlambaModel.supports_cache), every step runs the
+        # full sequence so far, as before.
+        inputs = {}
+        if use_cache and self.backbone.supports_cache():
+            if cache_params is not None and cache_params.seen:
+                input_ids = input_ids[:, cache_params.seen:]
+            inputs.update(use_cache=True, cache_params=cache_params)
+        inputs.update(input_ids=input_ids, attention_mask=attention_mask)
         if kwargs.get("logits_to_keep") is not None:
             inputs["logits_to_keep"] = kwargs["logits_to_keep"]
         return inputs
