@@ -14,6 +14,10 @@ if not config:
 
 
 
+# The HTML report (`snakemake --report report.html`) opens on what the study is, findings first.
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/probes.smk"

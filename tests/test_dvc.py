@@ -22,7 +22,7 @@ STUDY = "study.yaml"  # written into the scratch repository
 # The README's pull command (section "Versioned results (DVC)"); here with --configfile STUDY.
 PULL = "dvc pull && dvc status -q && snakemake --touch --forceall --cores 1"
 PROJECT = ["Snakefile", "config.yaml", "pyproject.toml", "dvc.yaml", ".dvcignore", ".gitignore", ".dvc/config",
-           ".dvc/.gitignore", "envs", "data", "workflow"]
+           ".dvc/.gitignore", "envs", "data", "workflow", "results/README.md"]
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -69,8 +69,10 @@ def pushed(tmp_path_factory):
     assert "didn't change" in sh("dvc repro", repo, env).stdout  # nothing changed: nothing rerun
     assert sh("dvc status", repo, env).stdout.strip() == "Data and pipelines are up to date."
     lock = yaml.safe_load((repo / "dvc.lock").read_text())
-    assert {o["path"] for o in lock["stages"]["pipeline"]["outs"]} == {"results", "figures"}
-    sh("git add dvc.lock .gitignore && git commit -qm results", repo, env)
+    assert {o["path"] for o in lock["stages"]["pipeline"]["outs"]} == set(dvc_outputs())
+    # figures/ is git's (cache: false), results/ DVC's: the README's "record and share"
+    sh("git add dvc.lock .gitignore figures && git commit -qm results", repo, env)
+    assert "figures/findings.md" in sh("git ls-files figures", repo, env).stdout
     sh("dvc push", repo, env)
     assert any((base / "gna-dvc-remote").rglob("*")), "the default remote is ../gna-dvc-remote"
     expected = outputs(repo)
@@ -90,7 +92,8 @@ def test_a_fresh_clone_pulls_and_snakemake_has_nothing_to_do(pushed):
     repo, env, expected = pushed
     clone = repo.parent / "clone"
     sh(f"git clone -q {repo} {clone}", repo.parent, env)
-    assert not (clone / "results").exists()
+    assert [p.name for p in (clone / "results").iterdir()] == ["README.md"]   # git holds only the README
+    assert (clone / "figures/findings.md").is_file()                            # and every figure
     # Without the touch, checkout order would make Snakemake recompute:
     sh("dvc pull", clone, env)
     assert planned_jobs(sh(f"snakemake -n --cores 1 --configfile {STUDY}", clone, env))
@@ -101,6 +104,25 @@ def test_a_fresh_clone_pulls_and_snakemake_has_nothing_to_do(pushed):
     (clone / "changed.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     assert planned_jobs(sh("snakemake -n --cores 1 --configfile changed.yaml", clone, env)) == {
         "kv_probe": 1, "head_scan": 3, "head_ranking_figure": 1, "findings": 1, "all": 1}
+
+
+def dvc_outputs() -> list[str]:
+    return [next(iter(o)) if isinstance(o, dict) else o
+            for o in yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["pipeline"]["outs"]]
+
+
+def test_dvc_tracks_every_results_folder_a_rule_writes():
+    """DVC tracks results/<step> folders (results/README.md is git's): a new step must be added."""
+    import re
+    rules = "\n".join(p.read_text() for p in (ROOT / "workflow/rules").glob("*.smk"))
+    folders = set(re.findall(r'results/([a-z_]+)/', rules))
+    for wildcard in re.findall(r'"results/\{(\w+)\}/', rules):      # results/{experiment}/, {scan_dir}
+        folders |= set(re.search(wildcard + r'="([\w|]+)"', rules).group(1).split("|"))
+    outs = dvc_outputs()
+    assert {f"results/{f}" for f in folders} <= set(outs), sorted({f"results/{f}" for f in folders} - set(outs))
+    assert "figures" in outs and "results" not in outs
+    cmd = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["pipeline"]["cmd"]
+    assert all(o in cmd.split() for o in outs if o.startswith("results/"))   # created even when empty
 
 
 def test_readme_documents_the_pull_command():

@@ -81,6 +81,8 @@ def test_html_report_bundles_the_figures(smoke_run):
     run(smoke_run, "--report", str(smoke_run / "report.html"))
     html = (smoke_run / "report.html").read_text(errors="replace")
     assert len(html) > 100_000 and "head_ranking.png" in html
+    # it opens on what the study is (workflow/report/workflow.rst), findings first
+    assert "Start with Findings" in html and "study of this run is" in html
 
 
 def changed_config(tmp_path, edit) -> Path:
