@@ -7,8 +7,33 @@ import json
 from pathlib import Path
 
 
-class StudyConfigError(ValueError):
+from .errors import ConfigError  # stdlib only
+
+
+class StudyConfigError(ConfigError, ValueError):
     pass
+
+
+def _mamba_width(kind: str | None, cfg: dict) -> int | None:
+    """The Mamba-1 inner width (channels) a ``channel_group`` must divide, where the family has one."""
+    if kind in ("mamba", "falcon_mamba"):
+        return cfg.get("intermediate_size")
+    if kind == "jamba" and "mamba_expand" in cfg:
+        return cfg["mamba_expand"] * cfg["hidden_size"]
+    return None
+
+
+def check_channel_group(model: dict, kind: str | None, cfg: dict, name: str | None, source: str) -> None:
+    """``adapter_options.channel_group`` must divide the Mamba-1 channels (the adapter refuses it
+    too, at load; here it fails the dry run instead of a job)."""
+    group = model.get("adapter_options", {}).get("channel_group")
+    width = _mamba_width(kind, cfg)
+    if group is None or width is None or width % group == 0:
+        return
+    from .models.adapters.mamba1 import divisors  # noqa: PLC0415  only on error (imports torch)
+
+    raise StudyConfigError(f"config error: models.{name}.adapter_options.channel_group = {group} does not divide "
+                           f"the Mamba inner width {width} of {source} (its config.json); divisors: {divisors(width)}")
 
 
 def local_model_config(path: str) -> dict | None:
@@ -16,10 +41,18 @@ def local_model_config(path: str) -> dict | None:
     return json.loads(p.read_text()) if p.is_file() else None
 
 
-def structure(model: dict, source: str) -> tuple[int | None, int | None]:
-    """``(n_layers, total heads)`` of a model entry, from the entry or its local config.json."""
+def structure(model: dict, source: str, name: str | None = None) -> tuple[int | None, int | None]:
+    """``(n_layers, total heads)`` of a model entry, from the entry or its local config.json, else
+    from the shipped architecture config of its Hugging Face id (data/architectures): there the
+    entry's values must agree with it (an error names the key)."""
     n_layers, heads = model.get("n_layers"), model.get("n_heads_total")
     cfg = local_model_config(source) or {}
+    shipped = None
+    if not cfg and "random" not in model:
+        from .architectures import shipped_config, shipped_key
+
+        cfg = shipped_config(source) or {}
+        shipped = shipped_key(source) if cfg else None
     if "random" in model:  # smoke presets only: transformers is imported just for them
         from .models.tiny import tiny_config
 
@@ -30,6 +63,7 @@ def structure(model: dict, source: str) -> tuple[int | None, int | None]:
         return n_layers, heads
     L = cfg.get("num_hidden_layers") or cfg.get("n_layer")
     kind = cfg.get("model_type")
+    check_channel_group(model, kind, cfg, name, source)
     if kind in ("mamba", "falcon_mamba"):
         h = L * cfg["intermediate_size"] // model.get("adapter_options", {}).get("channel_group", 1)
     elif kind == "mamba2":
@@ -39,15 +73,31 @@ def structure(model: dict, source: str) -> tuple[int | None, int | None]:
         h = L * cfg.get("n_mamba_heads", 0) + blocks.count("hybrid") * cfg.get("num_attention_heads", 0)
     elif kind == "llamba" or "ssm_cfg" in cfg:
         h = L * cfg["ssm_cfg"]["n_v_heads"]
+    elif kind == "jamba":  # attention every attn_layer_period layers, Mamba-1 channels elsewhere
+        n_attn = sum(i % cfg["attn_layer_period"] == cfg["attn_layer_offset"] for i in range(L))
+        group = model.get("adapter_options", {}).get("channel_group", 1)
+        h = n_attn * cfg["num_attention_heads"] + (L - n_attn) * cfg["mamba_expand"] * cfg["hidden_size"] // group
+    elif kind == "falcon_h1":  # attention and Mamba-2 in every layer
+        h = L * (cfg["num_attention_heads"] + cfg["mamba_n_heads"])
+    elif kind == "granitemoehybrid":
+        n_attn = sum(t in ("attention", "full_attention") for t in cfg.get("layer_types") or [])
+        h = n_attn * cfg["num_attention_heads"] + (L - n_attn) * cfg["mamba_n_heads"]
+    elif kind == "gpt2":
+        h = L * cfg["n_head"]
     else:
         h = L * cfg.get("num_attention_heads", 0) if L else None
+    if shipped:
+        for key, given, real in (("n_layers", n_layers, L), ("n_heads_total", heads, h)):
+            if given is not None and real is not None and given != real:
+                raise StudyConfigError(f"config error: models.{name}.{key} = {given}, but {source} has {real} "
+                                       f"(its architecture: data/architectures/{shipped}/config.json)")
     return n_layers or L, heads or h
 
 
 def check(config: dict, model_source) -> dict[str, tuple[int | None, int | None]]:
     """Cross-references and sizes; returns ``{model: (n_layers, total heads)}``."""
     models = config["models"]
-    shapes = {m: structure(models[m], model_source(m)) for m in models}
+    shapes = {m: structure(models[m], model_source(m), m) for m in models}
 
     def known(where: str, names):
         for name in names:
@@ -82,6 +132,11 @@ def check(config: dict, model_source) -> dict[str, tuple[int | None, int | None]
     tasks = config["tasks"]
     if tasks.get("micro_data") is not None and not Path(tasks["micro_data"]).is_dir():
         raise StudyConfigError(f"config error: tasks.micro_data {tasks['micro_data']!r} is not a directory")
+    from .task_names import unknown_task
+
+    problem = unknown_task(tasks)  # micro: <name>.jsonl; paper scale: lm-eval's (cached) task list
+    if problem:
+        raise StudyConfigError(f"config error: {problem}")
     for exp, roles in (("topk_removal", ("retrieval",)), ("arc_chat", ("arc_regular", "arc_chat"))):
         if exp in (config.get("experiments") or {}):
             for role in roles:

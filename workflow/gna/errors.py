@@ -29,6 +29,15 @@ class ConfigError(GnaError):
     """A configuration value that fails validation."""
 
 
+class DeviceError(ConfigError):
+    """A job asked for a device (``device: cuda``) this machine or this torch build lacks."""
+
+
+class ModelLoadError(GnaError):
+    """A model's files could not be loaded (truncated weights, missing files, a bad config.json);
+    the message names its config key where known, its path or id, and the loader's reason."""
+
+
 def check_fields(cls, d: dict, what: str | None = None) -> None:
     """Refuse keys of ``d`` that are not fields of the dataclass ``cls``, naming them."""
     import dataclasses

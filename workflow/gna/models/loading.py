@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from ..errors import GnaError
+from ..devices import check_device
+from ..errors import GnaError, ModelLoadError
 from .adapters import attach_adapter
 from .spec import ModelSpec
 
@@ -18,13 +21,26 @@ def _local_config(path: str) -> dict | None:
     return json.loads(cfg.read_text()) if cfg.is_file() else None
 
 
+def _hub_config(spec: ModelSpec) -> dict | None:
+    """A hub id's config.json (from the cache when offline), else the shipped architecture config
+    (data/architectures), else ``None``: enough to pick the loader before loading."""
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return json.loads(Path(hf_hub_download(spec.path, "config.json", revision=spec.revision)).read_text())
+    except Exception:  # not cached offline, no network, gated: from_pretrained reports it below
+        from ..architectures import shipped_config
+
+        return shipped_config(spec.path)
+
+
 def _check_source(spec: ModelSpec) -> None:
     p = Path(spec.path).expanduser()
     if p.is_dir():
         if not (p / "config.json").is_file():
-            raise GnaError(f"model directory {spec.path!r} has no config.json")
+            raise ModelLoadError(f"model directory {spec.path!r} has no config.json")
     elif spec.path.startswith((".", "/", "~")) or spec.path.count("/") > 1:
-        raise GnaError(f"model directory {spec.path!r} does not exist (and it is not a Hugging Face id)")
+        raise ModelLoadError(f"model directory {spec.path!r} does not exist (and it is not a Hugging Face id)")
 
 
 def load_tokenizer(spec: ModelSpec):
@@ -43,31 +59,103 @@ def load_tokenizer(spec: ModelSpec):
     return tok
 
 
+_CONFIG_KEYS: dict[str, str] = {}
+
+
+def _load_errors() -> tuple[type[BaseException], ...]:
+    """What loaders raise on bad files: missing files and hub errors (OSError), a bad config.json
+    (JSONDecodeError, a ValueError; KeyError, TypeError), wrong shapes (RuntimeError), truncated or
+    corrupt weights (SafetensorError). Anything else is not a load problem and passes unchanged."""
+    errors: tuple[type[BaseException], ...] = (OSError, ValueError, RuntimeError, KeyError, TypeError)
+    try:
+        from safetensors import SafetensorError
+    except ImportError:  # pragma: no cover  (transformers requires safetensors)
+        return errors
+    return errors + (SafetensorError,)
+
+
+_LOAD_ERRORS = _load_errors()
+
+
+def name_config_keys(sources: dict[str, str]) -> None:
+    """Remember ``{model source (path or id): config key}`` (``models.<name>``) so that a load
+    error names the config entry; :func:`gna.pipeline.job` sets it from the study config for the
+    job's duration (replacing what was there; ``{}`` forgets)."""
+    _CONFIG_KEYS.clear()
+    _CONFIG_KEYS.update({os.path.normpath(src): key for src, key in sources.items()})
+
+
+def _config_key(path: str) -> str | None:
+    """The config key of ``path``: the same source, or a relative source it ends with (the
+    workflow makes shipped paths absolute, see ``shipped_path`` in common.smk)."""
+    p = os.path.normpath(path)
+    for src, key in _CONFIG_KEYS.items():
+        if p == src or (not os.path.isabs(src) and p.endswith(os.sep + src)):
+            return key
+    return None
+
+
 def load_model(spec: ModelSpec | dict | str, with_tokenizer: bool = True):
     """Return ``(model, tokenizer)`` (tokenizer ``None`` if not asked for), model in eval mode.
 
-    The adapter is chosen here (``spec.family`` or detection) so a model of an unsupported
-    architecture fails now, with a message naming the supported families.
+    First, before anything is read, the device: ``device: cuda`` on a machine without CUDA is a
+    :class:`~gna.errors.DeviceError` naming the key (``auto`` becomes ``cuda`` or ``cpu`` here).
+    A model whose files fail to load (truncated safetensors, missing weights, a bad config.json)
+    is a :class:`~gna.errors.ModelLoadError` naming its config key (``models.<name>``, when run
+    by the pipeline), its path or id, and the loader's own reason.
+    """
+    spec = spec if isinstance(spec, ModelSpec) else ModelSpec.from_dict(spec)
+    spec = replace(spec, device=check_device(spec.device))
+    key = _config_key(spec.path)
+    where = f"{key} ({spec.path})" if key else repr(spec.path)
+    try:
+        return _load_model(spec, with_tokenizer)
+    except ModelLoadError as e:  # a missing directory or config.json: add the config key
+        raise ModelLoadError(f"{key}: {e}" if key else str(e)) from None
+    except GnaError:  # already names the problem (dtype, unsupported architecture, channel_group)
+        raise
+    except _LOAD_ERRORS as e:  # the loader's reason; the original stays chained for its traceback
+        raise ModelLoadError(f"cannot load model {where}: {type(e).__name__}: {e}") from e
+
+
+def _load_model(spec: ModelSpec, with_tokenizer: bool):
+    """:func:`load_model`'s body. The adapter is chosen here (``spec.family`` or detection) so a
+    model of an unsupported architecture fails now, with a message naming the supported families.
     """
     from transformers import AutoModelForCausalLM
 
     from . import llamba  # noqa: F401  registers the "llamba" model type with transformers
 
-    spec = spec if isinstance(spec, ModelSpec) else ModelSpec.from_dict(spec)
     if spec.dtype not in _DTYPES:
         raise GnaError(f"dtype {spec.dtype!r} is not one of {sorted(_DTYPES)}")
     _check_source(spec)
     kwargs = dict(dtype=_DTYPES[spec.dtype], revision=spec.revision)
     if spec.attn_implementation:
         kwargs["attn_implementation"] = spec.attn_implementation
+    if torch.device(spec.device).type == "cuda":
+        # Weights go from the (safetensors) files straight to the GPU: no full host copy of an 8B
+        # model first. Every loader below (Llamba's too) goes through from_pretrained. The CPU
+        # path is left as it was (no device_map).
+        kwargs["device_map"] = spec.device
     local = _local_config(spec.path) if Path(spec.path).is_dir() else None
-    if local is not None and local.get("model_type") == "gna_hybrid":
+    # A hub id's config decides the loader too (a Llamba id goes to the Llamba loader).
+    raw = local if local is not None else _hub_config(spec)
+    if raw is not None and raw.get("model_type") == "gna_hybrid":
         from .. import hybrid  # noqa: F401  registers the retrieval-guided hybrid students
         model = AutoModelForCausalLM.from_pretrained(spec.path, **kwargs)
-    elif local is not None and llamba.is_llamba_config(local):
+    elif spec.family == "llamba" or (raw is not None and llamba.is_llamba_config(raw)):
         model = llamba.load_llamba(spec.path, **kwargs)
+    elif raw is not None and not raw.get("model_type"):  # a config.json without model_type
+        from transformers import AutoConfig
+
+        from ..architectures import model_type_of
+
+        mtype = model_type_of(raw, spec.family, where=f"{spec.path}/config.json")  # else a ConfigError
+        fields = {k: v for k, v in raw.items() if k != "architectures"}
+        model = AutoModelForCausalLM.from_pretrained(spec.path, config=AutoConfig.for_model(mtype, **fields),
+                                                     **kwargs)
     else:
         model = AutoModelForCausalLM.from_pretrained(spec.path, **kwargs)
-    model = model.to(spec.device).eval()
+    model = (model if "device_map" in kwargs else model.to(spec.device)).eval()
     attach_adapter(model, spec.family, **spec.adapter_options)
     return model, (load_tokenizer(spec) if with_tokenizer else None)

@@ -1,0 +1,193 @@
+"""``gna``: the library's analyses on one model, without a study config or Snakemake.
+
+    gna describe MODEL              the token mixers: layer, kind, heads, head width, K/V grouping
+    gna scan MODEL --out DIR        KV probe -> head ranking -> G&A roles -> heatmaps, into DIR
+
+A thin layer: every step calls the library function the pipeline's rule calls (``head_scan.py``,
+``kv_probe.py``, ``ga_heatmaps.py``) with the same arguments, so ``gna scan``'s ranking equals the
+pipeline's for the same probe (tests/test_cli.py checks it value for value).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+DTYPES = ("float32", "bfloat16", "float16", "auto")
+
+
+def _spec(args) -> dict:
+    """The ModelSpec fields the options name (the pipeline's ``model_spec`` in common.smk)."""
+    spec = {"path": args.model, "dtype": args.dtype, "device": args.device}
+    if args.family:
+        spec["family"] = args.family
+    if args.channel_group:
+        spec["adapter_options"] = {"channel_group": args.channel_group}
+    return spec
+
+
+def _model_name(model: str) -> str:
+    """The ``model`` column of the tables: a directory's name, or an id's last part."""
+    return Path(model.rstrip("/")).name or model
+
+
+def _text_table(rows: list[dict]) -> str:
+    cols = list(rows[0])
+    width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
+    lines = ["  ".join(c.ljust(width[c]) for c in cols)]
+    lines += ["  ".join(str(r[c]).ljust(width[c]) for c in cols) for r in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def describe_table(model) -> str:
+    """The mixers of ``model`` as a text table, one row per mixer (Zamba2: per invocation)."""
+    from .models import adapter_for
+
+    adapter = adapter_for(model)
+    desc = adapter.describe()
+    cfg = model.config
+    arch = (getattr(cfg, "architectures", None) or [type(model).__name__])[0]
+    head = (f"{arch} (model_type {getattr(cfg, 'model_type', '?')}), adapter {adapter.family}: "
+            f"{desc.n_layers} layers, {len(desc.mixers)} mixers, {desc.n_heads_total} heads")
+    rows = [{"layer": m.layer, "kind": m.kind, "n_heads": m.n_heads, "head_dim": m.head_dim,
+             "kv_heads": "-" if m.kv_heads is None else m.kv_heads,
+             "heads_per_kv": "-" if m.kv_group is None else m.kv_group,
+             "heads_live_in (input of)": m.out_proj_path or "?"} for m in desc.mixers]
+    return head + "\n" + _text_table(rows)
+
+
+def cmd_describe(args) -> int:
+    from .models import load_model
+
+    model, _ = load_model(_spec(args), with_tokenizer=False)
+    print(describe_table(model))
+    return 0
+
+
+def heatmap_rows(role: str, head, matrix, tokens: list[str]) -> list[dict]:
+    """Tidy rows of one head's mixing ``matrix (T, T)`` on the prompt: the causal part
+    (key_pos <= query_pos; the rest is zero by construction)."""
+    layer, h, kind = head
+    T = matrix.shape[0]
+    return [dict(role=role, layer=layer, head=h, kind=kind, query_pos=t, query_token=tokens[t], key_pos=s,
+                 key_token=tokens[s], weight=float(matrix[t, s])) for t in range(T) for s in range(t + 1)]
+
+
+def cmd_scan(args) -> int:
+    import pandas as pd
+    import torch
+
+    from .ga_patterns import classify_heads
+    from .io import write_csv
+    from .models import load_model
+    from .probes.kv import generate_kv_probe, write_jsonl
+    from .probes.scoring import encode
+    from .report import heatmaps
+    from .report.common import save_figure
+    from .scan import scan_heads, top_k
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    out, name = Path(args.out), args.name or _model_name(args.model)
+    # Everything is computed before anything is written: a failing run leaves DIR as it was.
+    model, tok = load_model(_spec(args))
+    examples = generate_kv_probe(args.pairs, args.n_examples, args.seed, separator=args.separator, fmt=args.format)
+    # As workflow/scripts/head_scan.py does, step for step.
+    ranking = scan_heads(model, encode(examples, tok), batch_size=args.batch_size, max_rows=args.max_rows,
+                         model_name=name)
+    top = top_k(ranking, min(args.classify_top, len(ranking)))
+    ga = classify_heads(model, tok, examples[:args.classify_examples], top, threshold=args.threshold)
+    ga = ranking.merge(ga, on=["layer", "head", "kind"]).sort_values("rank")
+    # As workflow/scripts/ga_heatmaps.py does: the top Gather / Aggregate head on the first prompt.
+    prompt = examples[0]["prompt"]
+    patterns = heatmaps.head_patterns(model, tok, prompt, ga)
+    tokens = tok.convert_ids_to_tokens(tok(prompt)["input_ids"])
+
+    written = [write_jsonl(examples, out / "probe.examples.jsonl"), write_csv(ranking, out / "ranking.csv"),
+               write_csv(ga, out / "ga.csv")]
+    for role, (head, mat) in patterns.items():
+        if mat is not None:
+            written.append(write_csv(pd.DataFrame(heatmap_rows(role, head, mat, tokens)), out / f"heatmap_{role}.csv"))
+    save_figure(heatmaps.figure({name: patterns}, {name: tokens}), out / "heatmaps.png")
+    written.append(out / "heatmaps.png")
+
+    print(f"{name}: KV probe of {len(examples)} prompts x {args.pairs} pairs ({args.format}); "
+          f"baseline accuracy {ranking.baseline_accuracy.iloc[0]:.3f}")
+    shown = ga if len(ga) else ranking.head(args.classify_top or 10)
+    cols = [c for c in ("rank", "layer", "head", "kind", "accuracy", "drop", "role") if c in shown]
+    print(shown[cols].head(10).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    for role, (head, _) in patterns.items():
+        print(f"top {role} head: " + (f"L{head[0]}H{head[1]} ({head[2]})" if head else
+                                      f"none among the top {len(top)} heads"))
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def _model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL", help="a Hugging Face id (from the local cache when offline) or a "
+                   "local directory holding config.json and the weights")
+    p.add_argument("--dtype", choices=DTYPES, default="float32", help="weights' dtype (default: %(default)s)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, mps or auto (default: %(default)s); "
+                   "refused at once if this machine lacks it")
+    p.add_argument("--family", help="force an adapter family (default: detected from config.json)")
+    p.add_argument("--channel-group", type=int, metavar="N",
+                   help="Mamba-1: channels per head (must divide the inner width; default 1, the paper's)")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="gna", description="The Gather-and-Aggregate analyses on one model, without "
+                                  "a study config or Snakemake. Errors name the problem and exit with status 2.",
+                                  epilog="gna COMMAND --help shows a command's options.")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    d = sub.add_parser("describe", help="print the model's token mixers",
+                       description="Load MODEL and print its token mixers: layer, kind (attention, mamba1, mamba2, "
+                       "discrete-mamba2), heads, head width, K/V heads and how many query heads share one, and the "
+                       "module whose input holds the heads, viewed as (..., n_heads, head_dim).")
+    _model_options(d)
+    d.set_defaults(run=cmd_describe)
+    s = sub.add_parser("scan", help="rank heads by KV retrieval, classify G&A roles, draw heatmaps",
+                       description="Generate a KV-retrieval probe, ablate every head alone and rank the heads by the "
+                       "accuracy drop (gna.scan.scan_heads, as the pipeline's head_scan rule), classify the top "
+                       "heads as Gather or Aggregate from their mixing patterns, and draw the top Gather and "
+                       "Aggregate heads' patterns on the first prompt. Writes into DIR: probe.examples.jsonl, "
+                       "ranking.csv, ga.csv, heatmap_gather.csv, heatmap_aggregate.csv (tidy rows) and "
+                       "heatmaps.png; nothing is written if a step fails.")
+    _model_options(s)
+    s.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
+    s.add_argument("--name", help="model name in the tables (default: MODEL's last path part)")
+    g = s.add_argument_group("KV probe (gna.probes.kv)")
+    g.add_argument("--n-examples", type=int, default=200, help="prompts (default: %(default)s)")
+    g.add_argument("--pairs", type=int, default=20, help="key-value pairs per prompt (1..100) (default: %(default)s)")
+    g.add_argument("--format", choices=("paper", "compact"), default="paper",
+                   help="paper: 'Memorize the following dictionary:' with English keys; compact: 'k3 42' lines "
+                   "(the micro models' format; default: %(default)s)")
+    g.add_argument("--separator", default=" ", help="text between the prompt and the value; the G&A paper's code "
+                   "uses '' (pass --separator ''); default: %(default)r")
+    g.add_argument("--seed", type=int, default=0, help="probe seed (default: %(default)s)")
+    g = s.add_argument_group("scan and G&A roles (the pipeline's scan.* settings)")
+    g.add_argument("--batch-size", type=int, default=32, help="prompts per forward (default: %(default)s)")
+    g.add_argument("--max-rows", type=int, default=256, help="rows per ablation forward (prompts x heads) (default: %(default)s)")
+    g.add_argument("--classify-top", type=int, default=10, help="top heads whose G&A role is classified (default: %(default)s)")
+    g.add_argument("--classify-examples", type=int, default=20, help="prompts the roles are read on (default: %(default)s)")
+    g.add_argument("--threshold", type=float, default=0.3, help="a role needs a score at least this (default: %(default)s)")
+    g.add_argument("--threads", type=int, help="torch threads (default: torch's own)")
+    s.set_defaults(run=cmd_scan)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``gna`` console script; returns the exit status."""
+    from .errors import GnaError
+
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except GnaError as e:  # a problem with the input, named in the message: no traceback
+        print(f"gna {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
