@@ -7,7 +7,8 @@ Two sources, one interface (what :func:`gna.hybrid.distill` takes as ``data_iter
   tokenized by the teacher's word-level tokenizer. Random access: the batch of step ``s`` is a
   pure function of ``(seed, s)``, so a resumed stage reads exactly the batches it would have.
 - ``web`` (paper scale): fineweb-edu and finemath streamed through ``datasets``
-  (``load_dataset(..., streaming=True)``), interleaved with fixed weights, tokenized with the
+  (``load_dataset(..., streaming=True)``), interleaved with fixed weights (or in turn, ``mixing:
+  round_robin``; per stage with ``by_stage``, see :func:`stage_data`), tokenized with the
   teacher's tokenizer (BOS + text + EOS), packed into ``seq_len`` rows. A re-iterable: a
   resumed stage replays the stream from its start and skips the batches already seen (the
   shuffle buffer and interleaving are seeded, so the order is the same). It needs the Hub or
@@ -88,15 +89,43 @@ def micro_stream(tokenizer, world: dict | None, batch_size: int, seed: int = 0, 
 
 # --------------------------------------------------------------------------------- web (paper)
 
+MIXINGS = ("sample", "round_robin")
+"""How the web sources are mixed, document by document: ``sample`` draws each document's source at
+random with probability proportional to its weight (``datasets.interleave_datasets``, until every
+source is exhausted); ``round_robin`` takes ``weight`` documents from each source in turn (weights
+are whole numbers), as goombalab/mohawk's ``dataloaders/DataWrappers/RoundRobinLoader.py``
+(``ratio``, default 1 each), stopping when a source runs out."""
+
+
+def _round_robin(streams, ratios: list[int]) -> Iterator[str]:
+    """Texts of ``streams`` in turn, ``ratios[i]`` consecutive documents of stream i per round."""
+    iters = [iter(s) for s in streams]
+    order = [i for i, r in enumerate(ratios) for _ in range(r)]
+    while True:
+        for i in order:
+            doc = next(iters[i], None)
+            if doc is None:
+                return
+            yield doc["text"]
+
+
 class WebStream:
     """Batches of packed ``seq_len`` rows from interleaved streaming datasets (re-iterable)."""
 
     def __init__(self, tokenizer, sources=WEB_SOURCES, seq_len: int = 2048, batch_size: int = 32, seed: int = 0,
-                 shuffle_buffer: int = 10_000):
+                 shuffle_buffer: int = 10_000, mixing: str = "sample"):
         self.tokenizer, self.sources = tokenizer, [dict(s) for s in sources]
         self.seq_len, self.batch_size, self.seed, self.shuffle_buffer = seq_len, batch_size, seed, shuffle_buffer
+        self.mixing = mixing
         if not self.sources:
             raise ConfigError("the web data stream needs at least one source")
+        if mixing not in MIXINGS:
+            raise ConfigError(f"data mixing {mixing!r} is not one of {', '.join(MIXINGS)}")
+        if mixing == "round_robin":
+            ratios = [s.get("weight", 1) for s in self.sources]
+            if any(float(r) != int(r) or int(r) < 1 for r in ratios):
+                raise ConfigError(f"round_robin mixing takes whole-number source weights (documents per round), "
+                                  f"got {ratios}")
 
     def _documents(self) -> Iterator[str]:
         from datasets import interleave_datasets, load_dataset
@@ -107,6 +136,9 @@ class WebStream:
             col = s.get("text", "text")
             ds = ds.select_columns([col]).rename_column(col, "text") if col != "text" else ds.select_columns(["text"])
             streams.append(ds.shuffle(seed=self.seed, buffer_size=self.shuffle_buffer))
+        if self.mixing == "round_robin":
+            yield from _round_robin(streams, [int(s.get("weight", 1)) for s in self.sources])
+            return
         weights = [float(s.get("weight", 1.0)) for s in self.sources]
         total = sum(weights)
         mixed = interleave_datasets(streams, probabilities=[w / total for w in weights], seed=self.seed,
@@ -142,8 +174,28 @@ def make_stream(data: dict, tokenizer, tasks_dir: str | None, seed: int = 0, pur
     if source == "web":
         offset = 0 if purpose == "distill" else 1_000_003  # held-out: another shuffle of the stream
         return WebStream(tokenizer, data.get("sources") or WEB_SOURCES, int(data.get("seq_len", 2048)),
-                         int(data.get("batch_size", 32)), seed + offset)
+                         int(data.get("batch_size", 32)), seed + offset, mixing=data.get("mixing", "sample"))
     raise ConfigError(f"data source {source!r} is not 'micro' or 'web'")
+
+
+def stage_data(data: dict | None, stage: int) -> dict:
+    """The data config of one distillation stage: ``data`` with ``data["by_stage"][stage - 1]`` (a
+    dict, or null for none) merged over it, key by key, and ``by_stage`` removed. Without
+    ``by_stage``, ``data`` itself (every stage reads the same data).
+
+    goombalab/mohawk draws each stage from its own mix (``configs/Llama/1B/bases/``): stage 1
+    (``_matrices.yaml``) fineweb-edu only, at an effective batch of 64; stage 2 (``_hstates.yaml``)
+    fineweb-edu and finemath in turn (``ratio`` unset: 1:1; a ``ratio: [9, 1]`` is commented out);
+    stage 3 (``_supervised.yaml``) the two at ``ratio: [1, 1]``; stages 2-3 at 128 (``train.yaml``).
+    For the micro source, ``by_stage`` may set ``batch_size`` or ``corpus`` overrides the same way.
+    """
+    data = dict(data or {"source": "micro"})
+    by_stage = data.pop("by_stage", None)
+    if by_stage is None:
+        return data
+    if len(by_stage) != 3:
+        raise ConfigError(f"data.by_stage has {len(by_stage)} entries, not 3 (one per stage)")
+    return {**data, **(by_stage[stage - 1] or {})}
 
 
 def seq_len_of(data: dict) -> int:

@@ -13,7 +13,8 @@ from .modeling import HybridConfig, HybridDecoderLayer, HybridForCausalLM, Hybri
 
 _LAZY = {**dict.fromkeys(["build_student", "heads_from_ranking", "random_heads", "student_config", "to_llamba"],
                          "student"),
-         **dict.fromkeys(["PAPER_TOKENS", "distill"], "distillation"),
+         **dict.fromkeys(["PAPER_TOKENS", "distill", "lr_factor", "stage_options", "stage_trainable"],
+                         "distillation"),
          **dict.fromkeys(["AttentionLayerShim", "align_student", "swap_teacher_layer"], "swap")}
 
 __all__ = ["HybridAdapter", "HybridConfig", "HybridDecoderLayer", "HybridForCausalLM", "HybridModel",

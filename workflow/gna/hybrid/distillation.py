@@ -8,7 +8,8 @@ Stages (goombalab/mohawk ``distill/distill_steps/{matrices,hstates,supervised}.p
 2. per layer, on ``x_l``: the student layer's output against the teacher layer's output,
    ``||h_s - h_t||_2`` per token, mean, summed over layers (``hstates.py``). The mixers, kept
    attention heads and the adapter train; MLPs and norms (copied from the teacher) stay frozen,
-   as in phi-mamba's ``assets/mohawk_stage2.py``.
+   as in phi-mamba's ``assets/mohawk_stage2.py`` (``stage2_trainable="mixers"``). goombalab/mohawk
+   trains every parameter in stage 2 (``stage2_trainable="all"``, see :func:`stage_trainable`).
 3. end to end: ``KL(teacher || student)`` of the next-token distributions, mean over tokens
    (``supervised.py`` uses the cross-entropy to the teacher's softmax: same gradient). Everything trains.
 
@@ -28,6 +29,7 @@ refused rather than mixed in. ``seed`` seeds torch at a fresh start; the data or
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 from contextlib import ExitStack, contextmanager
@@ -46,6 +48,104 @@ from ..models import adapter_for
 PAPER_TOKENS = {1: 3e8, 2: 5e9, 3: 2e10}  # the follow-up's budgets (mohawk configs' n_tokens)
 _TRAINABLE = {1: (r"\.mixer\.",), 2: (r"\.mixer\.", r"\.attn\.", r"\.adapter\."), 3: (r"",)}
 _CKPT = re.compile(r"^step-(\d{8})$")
+STAGE2_TRAINABLE = {"mixers": _TRAINABLE[2], "all": (r"",)}
+SCHEDULES = ("constant", "wsd", "cosine")
+
+
+def stage_trainable(stage: int, which: str | None) -> Callable[[str], bool] | None:
+    """The ``trainable`` override of a stage: ``which`` = ``"mixers"`` (SSM mixers, kept attention heads,
+    adapter: the default) or ``"all"`` (every parameter, goombalab/mohawk's stage 2: its
+    ``configs/Llama/1B/bases/_hstates.yaml`` leaves ``optimize_weights`` black/white lists null, so
+    ``distill/utils.py::setup_gradients`` sets ``requires_grad`` on every parameter; the embedding,
+    final norm and LM head take no part in the per-layer loss, get no gradient and so are not stepped).
+    Only stage 2 has a choice; None: the stage's default set."""
+    if which is None:
+        return None
+    if which not in STAGE2_TRAINABLE:
+        raise ConfigError(f"stage2_trainable={which!r} is not 'mixers' or 'all'")
+    if stage != 2:
+        raise ConfigError(f"stage2_trainable applies to stage 2, not stage {stage}")
+    pats = [re.compile(p) for p in STAGE2_TRAINABLE[which]]
+    return lambda name: any(p.search(name) for p in pats)
+
+
+def _schedule_steps(value, total: int) -> int:
+    """mohawk's ``distill/utils.py::setup_scheduler``: a value in (0, 1) is that fraction of the
+    steps (rounded down), anything else a number of steps."""
+    value = float(value or 0)
+    return int(value * total) if 0 < value < 1 else int(value)
+
+
+def lr_factor(step: int, total: int, lr: float, schedule: dict) -> float:
+    """The learning rate of optimizer step ``step`` (0-based) of ``total``, as a factor of ``lr``.
+
+    ``schedule``: ``{name, warmup, decay, warmup_start_lr, min_lr}`` (warmup/decay: fractions in
+    (0, 1) or steps). Names:
+
+    - ``wsd``: goombalab/mohawk ``utils/wsd_scheduler.py::lr_wsd_lambda`` (phase "entire", linear
+      decay): linear from ``warmup_start_lr`` (at step 0) to ``lr`` over ``warmup`` steps, flat, then
+      linear from ``lr`` to ``min_lr`` over the last ``decay`` steps (``min_lr`` after them);
+    - ``cosine``: the closed form of pl_bolts' ``LinearWarmupCosineAnnealingLR``, mohawk's other
+      scheduler: linear from ``warmup_start_lr`` to ``lr`` over ``warmup`` steps (``lr`` at step
+      ``warmup - 1``), then a half cosine from ``lr`` down to ``min_lr`` at ``total``;
+    - ``constant``: ``lr`` throughout (after the same linear warm-up, if any).
+    """
+    name = schedule.get("name", "wsd")
+    if name not in SCHEDULES:
+        raise ConfigError(f"schedule {name!r} is not one of {', '.join(SCHEDULES)}")
+    warmup, decay = _schedule_steps(schedule.get("warmup"), total), _schedule_steps(schedule.get("decay"), total)
+    start, low = float(schedule.get("warmup_start_lr", 0.0)), float(schedule.get("min_lr", 0.0))
+    if name == "cosine":
+        if step < warmup:
+            return (start + step * (lr - start) / max(1, warmup - 1)) / lr
+        return (low + 0.5 * (lr - low) * (1 + math.cos(math.pi * (step - warmup) / max(1, total - warmup)))) / lr
+    if step < warmup:
+        return (step / warmup * (lr - start) + start) / lr
+    if name == "constant" or step < total - decay:
+        return 1.0
+    if step < total:
+        return ((total - step) / decay * (lr - low) + low) / lr
+    return low / lr
+
+
+def check_schedule(schedule: dict, total: int) -> None:
+    """mohawk's check: ``0 <= warmup + decay < total`` steps."""
+    name = schedule.get("name", "wsd")
+    if name not in SCHEDULES:
+        raise ConfigError(f"schedule {name!r} is not one of {', '.join(SCHEDULES)}")
+    unknown = set(schedule) - {"name", "warmup", "decay", "warmup_start_lr", "min_lr"}
+    if unknown:
+        raise ConfigError(f"schedule: unknown keys {sorted(unknown)}")
+    warmup, decay = _schedule_steps(schedule.get("warmup"), total), _schedule_steps(schedule.get("decay"), total)
+    if not 0 <= warmup + decay < total:
+        raise ConfigError(f"schedule: warm-up ({warmup}) + decay ({decay}) steps must be fewer than the stage's "
+                          f"{total} steps")
+
+
+def _param_groups(student: nn.Module, weight_decay: float, no_decay) -> list:
+    """AdamW's parameters: one list (every trainable parameter decays: mohawk's
+    ``distill/utils.py::setup_optimizer``), or with ``no_decay`` patterns two groups, those matching
+    any of them without weight decay."""
+    params = [(n, p) for n, p in student.named_parameters() if p.requires_grad]
+    if not no_decay:
+        return [p for _, p in params]
+    pats = [re.compile(x) for x in no_decay]
+    skip = [any(x.search(n) for x in pats) for n, _ in params]
+    return [{"params": [p for (_, p), s in zip(params, skip) if not s], "weight_decay": weight_decay},
+            {"params": [p for (_, p), s in zip(params, skip) if s], "weight_decay": 0.0}]
+
+
+def stage_options(run: dict, stage: int) -> dict:
+    """The keyword arguments of :func:`distill` that a stage's run settings (the workflow's
+    ``DISTILL_STAGE[stage]``) set: ``weight_decay``, ``schedule``, ``no_decay``, ``grad_clip``
+    (0: none) and, in stage 2, ``stage2_trainable``. A key absent from ``run`` keeps distill's
+    default (the micro study's settings, unchanged)."""
+    out = {key: run[key] for key in ("weight_decay", "schedule", "no_decay") if run.get(key) is not None}
+    if run.get("grad_clip") is not None:
+        out["grad_clip"] = float(run["grad_clip"]) or None
+    if run.get("stage2_trainable") is not None and stage == 2:
+        out["trainable"] = stage_trainable(2, run["stage2_trainable"])
+    return out
 
 
 # --------------------------------------------------------------------------------- teacher side
@@ -244,7 +344,7 @@ def distill(teacher: nn.Module, student: nn.Module, stage: int, data_iter, steps
             resume: bool = True, *, max_tokens: float | None = None, seed: int = 0, save_every: int = 50,
             keep: int = 2, trainable: Callable[[str], bool] | None = None, grad_clip: float | None = 1.0,
             weight_decay: float = 0.0, warmup: int = 0, micro_batch_size: int | None = None,
-            vocab_chunk: int | None = None) -> dict:
+            vocab_chunk: int | None = None, schedule: dict | None = None, no_decay=()) -> dict:
     """Train ``student`` (in place) on stage 1, 2 or 3 for ``steps`` optimizer steps.
 
     ``data_iter``: a callable ``step -> batch`` (random access: resuming reads from the step it
@@ -261,6 +361,12 @@ def distill(teacher: nn.Module, student: nn.Module, stage: int, data_iter, steps
     vocabulary is computed and backpropagated that many token positions at a time (None: all
     positions of a micro-batch at once, as full (b, T, V) logits). Neither enters the checkpoint
     fingerprint, so a run that ran out of memory resumes with smaller values.
+
+    Optimizer (AdamW, betas 0.9/0.95, as goombalab/mohawk ``configs/*/bases/optimizer.yaml``):
+    ``weight_decay`` on every trainable parameter, except those whose name matches a regex of
+    ``no_decay`` (mohawk: none excluded); ``schedule`` (see :func:`lr_factor`: ``wsd``, ``cosine``
+    or ``constant`` with warm-up/decay fractions of ``steps``) replaces the default, a constant
+    ``lr`` after ``warmup`` linear steps. ``grad_clip``: max gradient norm (None: no clipping, mohawk).
     """
     if stage not in _STEP:
         raise ConfigError(f"stage {stage!r} is not 1 (matrices), 2 (hidden states) or 3 (logits)")
@@ -276,10 +382,17 @@ def distill(teacher: nn.Module, student: nn.Module, stage: int, data_iter, steps
         raise ConfigError(f"stage {stage}: no trainable parameters in {type(student).__name__}")
     fingerprint = dict(stage=stage, lr=lr, seed=seed, weight_decay=weight_decay, grad_clip=grad_clip,
                        warmup=warmup, n_trainable=len(names))
+    if schedule is not None:  # only when set: checkpoints of runs without one stay resumable
+        schedule = dict(schedule)
+        check_schedule(schedule, steps)
+        fingerprint["schedule"] = schedule
+    if no_decay:
+        no_decay = list(no_decay)
+        fingerprint["no_decay"] = no_decay
     with _training(student, set(names)):
         return _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tokens, seed, save_every,
                     keep, grad_clip, weight_decay, warmup, fingerprint,
-                    dict(micro_batch_size=micro_batch_size, vocab_chunk=vocab_chunk))
+                    dict(micro_batch_size=micro_batch_size, vocab_chunk=vocab_chunk), schedule, no_decay)
 
 
 @contextmanager
@@ -299,10 +412,14 @@ def _training(student: nn.Module, names: set[str]):
 
 
 def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tokens, seed, save_every, keep,
-         grad_clip, weight_decay, warmup, fingerprint, memory) -> dict:
+         grad_clip, weight_decay, warmup, fingerprint, memory, schedule=None, no_decay=()) -> dict:
     params = [p for p in student.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
+    opt = torch.optim.AdamW(_param_groups(student, weight_decay, no_decay), lr=lr, betas=(0.9, 0.95),
+                            weight_decay=weight_decay)
+    if schedule is None:
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
+    else:
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, steps, lr, schedule))
 
     def budget_left() -> bool:
         return state["step"] < steps and (max_tokens is None or state["tokens"] < max_tokens)

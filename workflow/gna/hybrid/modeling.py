@@ -14,7 +14,9 @@ which its published hybrid configs use. The sum is the default here: attention h
 to the residual stream exactly as they did in the teacher, so a student keeping every head with
 its SSM silenced *is* the teacher (the test of the weight copying). ``combine="adapter"``
 reproduces the reference block, with its Linear started at the identity (the reference uses
-the default random init and leaves it to stage 2).
+the default random init and leaves it to stage 2: ``build_student(adapter_init="default")``).
+Where a layer keeps no head there is no adapter and the SSM output is used as it is (no ``/ 2``),
+as in the reference. ``std`` is torch's default, Bessel-corrected, as there.
 
 The attention branch computes its own RoPE (the teacher's ``rope_parameters``) and causal mask,
 so each layer stays callable as ``layer(h, attention_mask=None)`` like a Llamba layer.
@@ -188,6 +190,8 @@ class HybridPreTrainedModel(LlambaPreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module):
         super()._init_weights(module)
+        # build_student sets the identity itself: init.copy_ is a no-op on a weight the Linear branch above
+        # already initialised (transformers' _is_hf_initialized), so this alone leaves normal(0, 0.02)
         if isinstance(module, CombineAdapter):  # start as "use the attention output as it is"
             init.copy_(module.out_proj.weight, torch.eye(module.out_proj.in_features))
             init.zeros_(module.out_proj.bias)

@@ -125,14 +125,19 @@ def _init_ssm_from_attention(mixer, attn, groups: int, hd: int) -> None:
 @torch.no_grad()
 def build_student(teacher: nn.Module, kept_heads, state_size: int = 64, *, n_qk_heads: int | None = None,
                   chunk_size: int = 128, combine: str = "sum", ssm_init: str = "random",
-                  seed: int = 0) -> HybridForCausalLM:
+                  seed: int = 0, adapter_init: str = "identity") -> HybridForCausalLM:
     """A hybrid student of ``teacher``: every layer a discrete Mamba-2 mixer, plus the kept heads.
 
     ``kept_heads``: teacher attention heads ``[(layer, head), ...]`` (e.g. the top k of the KV
     ranking, or :func:`random_heads`). ``state_size``: the SSM's d_state. Same seed, same student.
+    ``adapter_init`` (``combine="adapter"``): the adapter's Linear starts as the identity with zero
+    bias (``"identity"``), or with ``nn.Linear``'s own random init (``"default"``: goombalab/mohawk's
+    ``components/blocks/DoubleBlock.py::Adapter``, which nothing re-initialises).
     """
     if ssm_init not in ("attention", "random"):
         raise ConfigError(f"ssm_init={ssm_init!r} is not 'attention' or 'random'")
+    if adapter_init not in ("identity", "default"):
+        raise ConfigError(f"adapter_init={adapter_init!r} is not 'identity' or 'default'")
     config = student_config(teacher, kept_heads, state_size, n_qk_heads, chunk_size, combine)
     config._attn_implementation = getattr(teacher.config, "_attn_implementation", None) or "sdpa"
     torch.manual_seed(seed)
@@ -155,6 +160,14 @@ def build_student(teacher: nn.Module, kept_heads, state_size: int = 64, *, n_qk_
             _copy_attention(layer.attn, src.self_attn, heads, groups, hd)
         if ssm_init == "attention":
             _init_ssm_from_attention(layer.mixer, src.self_attn, groups, hd)
+    for layer in student.backbone.layers:
+        if layer.adapter is None:
+            continue
+        if adapter_init == "default":
+            layer.adapter.out_proj.reset_parameters()  # kaiming-uniform weight, uniform bias
+        else:  # here, not in _init_weights: transformers' init.copy_ skips a weight its Linear init flagged done
+            layer.adapter.out_proj.weight.copy_(torch.eye(config.d_model))
+            layer.adapter.out_proj.bias.zero_()
     return student
 
 
