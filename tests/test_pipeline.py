@@ -125,13 +125,15 @@ def test_paper_preset_builds_its_dag_offline(tmp_path):
     jobs = planned_jobs(run(tmp_path, "-n", "--cores", "1", config=ROOT / "workflow/configs/paper.yaml"))
     # 7 G&A scans + the distilled teacher's on the follow-up's separator (results/scan_distill)
     assert jobs["head_scan"] == 8 and jobs["gradual_pruning"] == 32 + 64 + 32
-    assert jobs["topk_removal"] == 4 + 4 + 4 + 3 + 4 + 4 + 4  # slide tables (Zamba2 k lists) + ARC chat
+    # slide tables (Zamba2 k lists) + ARC chat; the slide tables' random-k control: 3 draws per k > 0
+    assert jobs["topk_removal"] == 4 + 4 + 4 + 3 + 4 + 4 + 4 + 3 * (3 + 3 + 3 + 2 + 3)
     out = run(tmp_path, "-n", "--cores", "1", "--rerun-triggers", "mtime", config=ROOT / "workflow/configs/paper.yaml")
     scan = out.stdout.split("rule head_scan:", 1)[1].split("rule ", 1)[0]
     assert "gpu=1" in scan
     probe = out.stdout.split("rule kv_probe:", 1)[1].split("rule ", 1)[0]
     assert "gpu" not in probe
-    assert jobs["distill_matrices"] == 3 and jobs["distill_stage"] == 2 * 11 and jobs["evaluate_hybrid"] == 12
+    # students: 5 ranked k + 2 more state sizes + 3 draws of random heads at k = 20
+    assert jobs["distill_matrices"] == 3 and jobs["distill_stage"] == 2 * 10 and jobs["evaluate_hybrid"] == 11
     assert jobs["layer_swap"] == 33 and jobs["hybrid_attention"] == 3 + 4 and jobs["ssm_masking"] == 3
     for rule in ("distill_matrices", "distill_stage", "evaluate_hybrid", "layer_swap", "hybrid_attention",
                  "ssm_masking"):

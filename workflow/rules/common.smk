@@ -128,9 +128,17 @@ def k_values(experiment, model):
     return e.get("k_by_model", {}).get(model, e["k"])
 
 
+def random_draws(experiment):
+    """Seeds of the random-k control (k random heads of the same kinds), one job per seed and k > 0."""
+    return list(EXPERIMENTS.get(experiment, {}).get("random_draws") or [])
+
+
 def topk_outputs(experiment):
-    """Per model, in model order: results/<experiment>/<model>/k<k>.csv for its k values."""
+    """Per model, in model order: results/<experiment>/<model>/k<k>.csv for its k values, then the
+    random control's k<k>-random<seed>.csv for every k > 0 and seed of random_draws."""
     return {m: [f"results/{experiment}/{m}/k{k}.csv" for k in k_values(experiment, m)]
+            + [f"results/{experiment}/{m}/k{k}-random{d}.csv" for k in k_values(experiment, m) if k > 0
+               for d in random_draws(experiment)]
             for m in experiment_models(experiment)}
 
 
@@ -165,3 +173,55 @@ def all_targets():
     if "hybrid_distillation" in EXPERIMENTS:
         targets += ["figures/hybrid_heads.png", "figures/hybrid_heads.md", "figures/hybrid_state_size.md"]
     return targets + ["figures/findings.md"]
+
+
+# used by scan.smk
+def scan_probe(scan_dir):
+    """results/scan ranks on the G&A probe (kv_probe.separator); results/scan_distill on the
+    follow-up's (hybrid_distillation.kv_separator), for the distilled teacher."""
+    sep = None if scan_dir == "scan" else DISTILL_SEPARATOR
+    return f"results/probes/{probe_name(config['scan']['n_pairs'], separator=sep)}.examples.jsonl"
+
+
+# used by heads.smk
+def keeping_sources(model):
+    """Table 1's head sources of a model: heads named in the config (the paper's), and the heads
+    discovered by ablating each head of the critical layers alone on MMLU."""
+    return (["named"] if model in HEAD_KEEPING.get("named_heads", {}) else []) + ["discovered"]
+
+
+# used by heads.smk
+def kv_pairs_seeds():
+    """Fig. 4's probe seeds (kv_pairs.probe_seeds): by default three draws other than the ranking's
+    (kv_probe.seed), so the heads removed were not selected on the prompts they are scored on."""
+    seeds = EXPERIMENTS.get("kv_pairs", {}).get("probe_seeds")
+    return list(seeds) if seeds is not None else [config["kv_probe"]["seed"] + i for i in (1, 2, 3)]
+
+
+# used by masking.smk
+def hybrid_attention_files(m):
+    """The model's results, in config order: k = 0 once (the unmodified model: top-k removal's
+    k0 where that experiment runs it with the same tasks, else its own), then per mode each k."""
+    ks = HYBRID_ATTENTION.get("k_by_model", {}).get(m, HYBRID_ATTENTION.get("k", []))
+    files = []
+    if 0 in ks:
+        shared = m in experiment_models("topk_removal") and 0 in k_values("topk_removal", m)
+        first = HYBRID_ATTENTION.get("modes", ["last_row"])[0]
+        files.append(f"results/topk_removal/{m}/k0.csv" if shared else f"results/hybrid_attention/{m}/{first}-k0.csv")
+    files += [f"results/hybrid_attention/{m}/{mode}-k{k}.csv" for mode in HYBRID_ATTENTION.get("modes", ["last_row"])
+              for k in ks if k != 0]
+    return files
+
+
+# used by hybrid.smk
+def _distill_at(value, stage):
+    """A per-stage setting: the stage's entry of a list of 3, or the value itself."""
+    return value[stage - 1] if isinstance(value, list) else value
+
+
+# used by hybrid.smk
+def _distill_data_at(data, stage):
+    """data with its by_stage[stage - 1] overrides merged in (gna.experiments.distill_data.stage_data)."""
+    if data.get("by_stage") is None:
+        return data
+    return {**{k: v for k, v in data.items() if k != "by_stage"}, **(data["by_stage"][stage - 1] or {})}

@@ -6,12 +6,6 @@
 HEAD_KEEPING = EXPERIMENTS.get("head_keeping", {})
 
 
-def keeping_sources(model):
-    """Table 1's head sources of a model: heads named in the config (the paper's), and the heads
-    discovered by ablating each head of the critical layers alone on MMLU."""
-    return (["named"] if model in HEAD_KEEPING.get("named_heads", {}) else []) + ["discovered"]
-
-
 rule critical_heads:
     # Each head of the Table 1 pair of critical layers ablated alone in the minimal model, on MMLU.
     input:
@@ -68,19 +62,22 @@ rule head_keeping:
         "../scripts/head_keeping.py"
 
 
+# (n_pairs, probe seed) of every Fig. 4 probe set, in the order of the rule's probe inputs
+KV_PAIRS_PROBES = [(n, s) for n in EXPERIMENTS.get("kv_pairs", {}).get("pairs", []) for s in kv_pairs_seeds()]
+
+
 rule kv_pairs:
     input:
         model=lambda wc: model_input(wc.model),
         ga="results/scan/{model}.ga.csv",
-        probes=expand("results/probes/{probe}.examples.jsonl",
-                      probe=[probe_name(n) for n in EXPERIMENTS.get("kv_pairs", {}).get("pairs", [])]),
+        probes=[f"results/probes/{probe_name(n, s)}.examples.jsonl" for n, s in KV_PAIRS_PROBES],
     output:
         "results/kv_pairs/{model}/{condition}.csv",
     wildcard_constraints:
         condition="full|no_gather|no_aggregate",
     params:
         spec=lambda wc: model_spec(wc.model),
-        pairs=EXPERIMENTS.get("kv_pairs", {}).get("pairs", []),
+        probes=[list(x) for x in KV_PAIRS_PROBES],
         named=lambda wc: EXPERIMENTS.get("kv_pairs", {}).get("named_heads", {}).get(wc.model),
         fields=lambda wc: {"model": wc.model, "experiment": "kv_pairs", "condition": wc.condition,
                            "seed": config["seed"]},
@@ -97,19 +94,24 @@ rule kv_pairs:
 
 
 rule topk_removal:
+    # k{k}.csv: the top-k heads of the ranking removed; k{k}-random{seed}.csv: the random-k control,
+    # k heads of the same kinds drawn with that seed (topk_removal.random_draws).
     input:
         model=lambda wc: model_input(wc.model),
         ranking="results/scan/{model}.ranking.csv",
     output:
-        "results/{experiment}/{model}/k{k}.csv",
+        "results/{experiment}/{model}/k{k}{draw}.csv",
     wildcard_constraints:
         experiment="topk_removal|arc_chat",
         k=r"\d+",
+        draw=r"(-random\d+)?",
     params:
         spec=lambda wc: model_spec(wc.model),
         tasks=lambda wc: (tasks_of("mmlu", "retrieval", "knowledge") if wc.experiment == "topk_removal"
                           else tasks_of("arc_regular", "arc_chat")),
-        fields=lambda wc: {"model": wc.model, "experiment": wc.experiment, "k": int(wc.k), "seed": config["seed"]},
+        fields=lambda wc: {"model": wc.model, "experiment": wc.experiment, "k": int(wc.k), "seed": config["seed"],
+                           **({"selection": "random", "draw": int(wc.draw.removeprefix("-random"))} if wc.draw
+                              else {"selection": "ranked"})},
         kinds=lambda wc: EXPERIMENTS.get(wc.experiment, {}).get("kinds_by_model", {}).get(wc.model),
         eval=eval_params(),
         micro_data=MICRO_DATA,
@@ -117,7 +119,7 @@ rule topk_removal:
     resources:
         gpu=GPUS,
     log:
-        "logs/{experiment}/{model}/k{k}.log",
+        "logs/{experiment}/{model}/k{k}{draw}.log",
     conda:
         MODEL_ENV
     script:

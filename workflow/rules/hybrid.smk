@@ -10,11 +10,13 @@
 #   hybrid_distillation.state_sizes, state_k   the state-size sweep, at k = state_k
 #   hybrid_distillation.random_heads      also the same budgets of random heads: true (every k > 0),
 #                                         or the list of k to do it for
+#   hybrid_distillation.random_seeds      the draws of those random heads (one student per k and draw)
 #   hybrid_distillation.{steps,tokens,lr} per stage [1 matrices, 2 hidden states, 3 logits]
 #   hybrid_distillation.data     {source: micro | web, batch_size, seq_len?, corpus?, sources?}
 #   hybrid_distillation.kv_separator   the follow-up's KV separator (" "), for the teacher's ranking and
-#                                the hybrids' KV score; hybrid_distillation.kv_eval_seed: that score's probe
-#                                seed (default kv_probe.seed + 1, never the ranking's)
+#                                the hybrids' KV score; hybrid_distillation.kv_eval_seeds: that score's probe
+#                                seeds (default kv_probe.seed + 1, 2, 3, never the ranking's); the score is the
+#                                mean over them, their min-max its spread
 #
 # Distillation checkpoints: every stage's output is a complete student directory (written
 # atomically at the end; DVC tracks it with results/). While a stage runs, its resumable
@@ -29,25 +31,39 @@ DISTILL = EXPERIMENTS.get("hybrid_distillation", {})
 STAGE_NAMES = {1: "matrices", 2: "hidden_states", 3: "end_to_end"}
 
 
-# Variant names k{k}-s{state}-{ranked|random}: the k sweep, the state sweep, the random control.
+# Variant names k{k}-s{state}-ranked (the k sweep, the state sweep) and k{k}-s{state}-random{draw} (the
+# random control, one student per draw: its heads are drawn with seed {draw}). evaluate_hybrid.py and
+# gna.plan parse them with the same pattern, VARIANT_RE.
 _S = DISTILL.get("state_size", 64)
 _RANDOM = DISTILL.get("random_heads", True)
+VARIANT_RE = r"k(\d+)-s(\d+)-(ranked|random)(\d*)"
 DISTILL_VARIANTS = list(dict.fromkeys(
     [f"k{k}-s{_S}-ranked" for k in DISTILL.get("k", [])]
     + [f"k{DISTILL.get('state_k')}-s{st}-ranked" for st in DISTILL.get("state_sizes", [])]
-    + [f"k{k}-s{_S}-random" for k in ([k for k in DISTILL.get("k", []) if k > 0] if _RANDOM is True
-                                      else (_RANDOM or []))]))
+    + [f"k{k}-s{_S}-random{d}" for k in ([k for k in DISTILL.get("k", []) if k > 0] if _RANDOM is True
+                                         else (_RANDOM or []))
+       for d in DISTILL.get("random_seeds", [1, 2, 3])]))
+
+
 # What each stage runs with (budgets: steps, or tokens -> steps; see gna.experiments.distill_data).
 DISTILL_STAGE = {
     stage: {"stage": stage, "name": STAGE_NAMES[stage],
             "steps": (DISTILL.get("steps") or [None] * 3)[stage - 1],
             "tokens": (DISTILL.get("tokens") or [None] * 3)[stage - 1],
-            "lr": (DISTILL.get("lr") or [1e-3] * 3)[stage - 1], "data": DISTILL.get("data", {"source": "micro"}),
+            "lr": (DISTILL.get("lr") or [1e-3] * 3)[stage - 1],
+            "data": _distill_data_at(DISTILL.get("data", {"source": "micro"}), stage),
             "seed": DISTILL.get("seed", config["seed"]), "chunk_size": DISTILL.get("chunk_size", 128),
             "ssm_init": DISTILL.get("ssm_init", "random"), "combine": DISTILL.get("combine", "sum"),
             # memory knobs (micro-batches, stage 3's KL in chunks of positions): only when set, so a
             # config without them keeps its params and reruns nothing
-            **{key: DISTILL[key] for key in ("micro_batch_size", "vocab_chunk") if DISTILL.get(key) is not None}}
+            **{key: DISTILL[key] for key in ("micro_batch_size", "vocab_chunk") if DISTILL.get(key) is not None},
+            # mohawk's optimizer and stage-2 settings (gna.hybrid.distillation.stage_options): only when set,
+            # per stage where a list of 3 is given; adapter_init and stage2_trainable matter in stage 2 only
+            **{key: _distill_at(DISTILL[key], stage) for key in ("weight_decay", "schedule", "grad_clip")
+               if DISTILL.get(key) is not None},
+            **({"no_decay": DISTILL["no_decay"]} if DISTILL.get("no_decay") else {}),
+            **{key: DISTILL[key] for key in ("stage2_trainable", "adapter_init")
+               if stage == 2 and DISTILL.get(key) is not None}}
     for stage in (1, 2, 3)
 }
 HYBRID_OUTPUTS = ([f"results/hybrid/{DISTILL['teacher']}/{v}.csv" for v in ["teacher", *DISTILL_VARIANTS]]
@@ -62,14 +78,15 @@ LOCAL_SPEC = {"dtype": config.get("dtype", "float32"), "device": config.get("dev
 # separator ("is {answer}"); the hybrids are scored on prompts of another seed than the ranking's.
 DISTILL_SEPARATOR = (config["kv_probe"]["separator"] if DISTILL.get("kv_separator") is None
                      else DISTILL["kv_separator"])
-KV_EVAL_SEED = config["kv_probe"]["seed"] + 1 if DISTILL.get("kv_eval_seed") is None else DISTILL["kv_eval_seed"]
-if DISTILL and KV_EVAL_SEED == config["kv_probe"]["seed"]:
-    raise ValueError(f"experiments.hybrid_distillation.kv_eval_seed = {KV_EVAL_SEED} is kv_probe.seed: the hybrids' "
-                     "KV retrieval would be scored on the prompts their heads were selected on")
+KV_EVAL_SEEDS = ([config["kv_probe"]["seed"] + i for i in (1, 2, 3)] if DISTILL.get("kv_eval_seeds") is None
+                 else list(DISTILL["kv_eval_seeds"]))
+if DISTILL and config["kv_probe"]["seed"] in KV_EVAL_SEEDS:
+    raise ValueError(f"experiments.hybrid_distillation.kv_eval_seeds = {KV_EVAL_SEEDS} holds kv_probe.seed: the "
+                     "hybrids' KV retrieval would be scored on the prompts their heads were selected on")
 DISTILL_RANKING = ("results/scan/{teacher}.ranking.csv" if DISTILL_SEPARATOR == config["kv_probe"]["separator"]
                    else "results/scan_distill/{teacher}.ranking.csv")
-KV_EVAL_PROBE = (f"results/probes/{probe_name(config['scan']['n_pairs'], KV_EVAL_SEED, DISTILL_SEPARATOR)}"
-                 ".examples.jsonl")
+KV_EVAL_PROBES = [f"results/probes/{probe_name(config['scan']['n_pairs'], s, DISTILL_SEPARATOR)}.examples.jsonl"
+                  for s in KV_EVAL_SEEDS]
 
 
 rule align_student:
@@ -192,7 +209,7 @@ rule distill_stage:
         teacher=r"[^/]+",
         k=r"\d+",
         state=r"\d+",
-        selection="ranked|random",
+        selection=r"ranked|random\d+",
         stage="2|3",
     params:
         spec=lambda wc: model_spec(wc.teacher),
@@ -214,12 +231,12 @@ rule evaluate_hybrid:
     input:
         model=lambda wc: (model_input(wc.teacher) if wc.variant == "teacher"
                           else [f"results/hybrid/{wc.teacher}/{wc.variant}/stage3"]),
-        probe=KV_EVAL_PROBE,
+        probes=KV_EVAL_PROBES,
     output:
         "results/hybrid/{teacher}/{variant}.csv",
     wildcard_constraints:
         teacher=r"[^/]+",
-        variant=r"teacher|k\d+-s\d+-(ranked|random)",
+        variant=r"teacher|k\d+-s\d+-(ranked|random\d+)",
     params:
         spec=lambda wc: (model_spec(wc.teacher) if wc.variant == "teacher"
                          else {**LOCAL_SPEC, "path": f"results/hybrid/{wc.teacher}/{wc.variant}/stage3"}),
@@ -229,6 +246,8 @@ rule evaluate_hybrid:
                            "seed": config["seed"]},
         eval=eval_params(),
         micro_data=MICRO_DATA,
+        kv_seeds=KV_EVAL_SEEDS,
+        variant_re=VARIANT_RE,
         data=DISTILL.get("data", {"source": "micro"}),
         heldout_batches=DISTILL.get("heldout_batches", 4),
         seed=DISTILL.get("seed", config["seed"]),

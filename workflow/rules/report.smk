@@ -101,6 +101,11 @@ rule findings:
         [t for t in all_targets() if t != "figures/findings.md"],
     output:
         report("figures/findings.md", caption="../report/findings.rst", category="Findings"),
+    params:
+        # the thresholds the verdicts use (gna.report.findings): the layer-pruning experiment's
+        settings={key: LAYER_PRUNING.get(key) for key in ("mmlu_chance", "tolerance", "collapse",
+                                                          "knowledge_tolerance")},
+        rankings={m: f"results/scan/{m}.ranking.csv" for m in SCAN_MODELS},
     log:
         "logs/figures/findings.log",
     conda:

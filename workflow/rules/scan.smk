@@ -2,13 +2,6 @@
 # of the top heads read off their token-mixing patterns.
 
 
-def scan_probe(scan_dir):
-    """results/scan ranks on the G&A probe (kv_probe.separator); results/scan_distill on the
-    follow-up's (hybrid_distillation.kv_separator), for the distilled teacher."""
-    sep = None if scan_dir == "scan" else DISTILL_SEPARATOR
-    return f"results/probes/{probe_name(config['scan']['n_pairs'], separator=sep)}.examples.jsonl"
-
-
 rule head_scan:
     input:
         model=lambda wc: model_input(wc.model),

@@ -2,7 +2,7 @@
 
 Stage 1 (rule distill_matrices) aligns the SSM mixers of a student without attention: it is
 shared by every k and selection of a state size. Stage 2 builds the student with its kept heads
-(top-k of the KV ranking, or k random heads) around the stage-1 mixers; stage 3 continues stage 2.
+(top-k of the KV ranking, or k random heads drawn with the variant's seed) around the stage-1 mixers; stage 3 continues stage 2.
 Resumable: checkpoints go to params.ckpt (not an output), the output appears complete or not at all.
 """
 import shutil
@@ -10,8 +10,9 @@ import time
 
 import pandas as pd
 
-from gna.experiments.distill_data import checkpoint_dir, input_stamp, make_stream, seq_len_of, stage_steps
-from gna.hybrid import build_student, distill, heads_from_ranking, random_heads
+from gna.experiments.distill_data import (checkpoint_dir, input_stamp, make_stream, seq_len_of, stage_data,
+                                          stage_steps)
+from gna.hybrid import build_student, distill, heads_from_ranking, random_heads, stage_options
 from gna.io import atomic_path, write_json
 from gna.models import describe, load_model
 from gna.pipeline import job
@@ -35,10 +36,11 @@ with job(snakemake) as log:
             heads = []
         elif selection == "ranked":
             heads = heads_from_ranking(pd.read_csv(i.ranking), k)
-        else:
-            heads = random_heads(describe(teacher), k, seed)
+        else:  # selection "random<draw>": the heads are drawn with seed <draw> (the student's init and
+            # data keep the run's seed, so the draws differ in their heads only)
+            heads = random_heads(describe(teacher), k, int(selection.removeprefix("random") or seed))
         student = build_student(teacher, heads, state, chunk_size=run["chunk_size"], combine=run["combine"],
-                                ssm_init=run["ssm_init"], seed=seed)
+                                ssm_init=run["ssm_init"], seed=seed, adapter_init=run.get("adapter_init", "identity"))
         if stage == 2:  # the stage-1 mixers (the rest are the teacher's copies, or the kept heads)
             aligned = {n: t for n, t in local(i.previous).state_dict().items() if ".mixer." in n}
             missing = [n for n in student.state_dict() if ".mixer." in n and n not in aligned]
@@ -46,8 +48,9 @@ with job(snakemake) as log:
                 raise ValueError(f"stage-1 student {i.previous} lacks mixer weights {missing[:3]}: other state size?")
             student.load_state_dict(aligned, strict=False)
     log.info("stage %d (%s): %s student, state %d, kept heads %s", stage, run["name"], selection, state, heads)
-    data = make_stream(run["data"], tok, p.micro_data, seed, purpose=f"stage{stage}")
-    steps = stage_steps(run["steps"], run["tokens"], int(run["data"].get("batch_size", 16)), seq_len_of(run["data"]))
+    data_cfg = stage_data(run["data"], stage)  # the rule passes this stage's data already; by_stage: see there
+    data = make_stream(data_cfg, tok, p.micro_data, seed, purpose=f"stage{stage}")
+    steps = stage_steps(run["steps"], run["tokens"], int(data_cfg.get("batch_size", 16)), seq_len_of(data_cfg))
     # the checkpoint folder ignores the budgets and the memory knobs: a job that ran out of memory
     # resumes from its checkpoints with a smaller micro_batch_size / vocab_chunk
     ident = {key: v for key, v in run.items() if key not in ("steps", "tokens", "micro_batch_size", "vocab_chunk")}
@@ -57,7 +60,7 @@ with job(snakemake) as log:
     start = time.time()
     result = distill(teacher, student, stage, data, steps, run["lr"], ckpt, resume=True, max_tokens=run["tokens"],
                      seed=seed, save_every=save_every, micro_batch_size=run.get("micro_batch_size"),
-                     vocab_chunk=run.get("vocab_chunk"))
+                     vocab_chunk=run.get("vocab_chunk"), **stage_options(run, stage))
     losses = result["losses"] or [float("nan")]
     log.info("stage %d: %d steps, %d tokens, loss %.4f -> %.4f (resumed from step %d), %.1f s", stage,
              result["step"], result["tokens"], losses[0], losses[-1], result["resumed_from"], time.time() - start)

@@ -15,9 +15,13 @@ from gna.probes.kv import lm_eval_task_config
 with job(snakemake) as log:
     p, variant = snakemake.params, snakemake.wildcards.variant
     model, tok = load_model(p.spec)
-    extra = {"kv_retrieval": lm_eval_task_config(snakemake.input.probe, "kv_retrieval")}
-    rows = evaluation_rows(p.spec, [*p.tasks, "kv_retrieval"], [], p.eval, p.micro_data, p.fields,
+    # KV retrieval on one probe set per seed (never the ranking's): rows task "kv_retrieval", probe_seed
+    kv = {f"kv_retrieval_s{s}": (s, path) for s, path in zip(p.kv_seeds, snakemake.input.probes)}
+    extra = {name: lm_eval_task_config(path, name) for name, (_, path) in kv.items()}
+    rows = evaluation_rows(p.spec, [*p.tasks, *extra], [], p.eval, p.micro_data, p.fields,
                            model=(model, tok), suite=TaskSuite(p.micro_data, extra=extra))
+    rows["probe_seed"] = rows.task.map({name: s for name, (s, _) in kv.items()}).astype("Int64")
+    rows.loc[rows.task.isin(list(kv)), "task"] = "kv_retrieval"
     ppl = heldout_perplexity(model, make_stream(p.data, tok, p.micro_data, p.seed, purpose="heldout"),
                              p.heldout_batches)
     rows = pd.concat([rows, pd.DataFrame([{**rows.iloc[0].to_dict(), "task": "heldout", "metric": "perplexity",
@@ -26,8 +30,9 @@ with job(snakemake) as log:
         n = sum(m.n_heads for m in describe(model).mixers if m.kind == "attention")
         rows["k"], rows["state_size"], rows["selection"], rows["kept_heads"] = n, pd.NA, "teacher", "all"
     else:
-        k, s, sel = re.fullmatch(r"k(\d+)-s(\d+)-(\w+)", variant).groups()
+        k, s, sel, draw = re.fullmatch(p.variant_re, variant).groups()
         rows["k"], rows["state_size"], rows["selection"] = int(k), int(s), sel
+        rows["draw"] = int(draw) if draw else pd.NA
         rows["kept_heads"] = " ".join(f"L{l}H{h}" for l, h in model.config.kept_heads) or "none"
     log.info("%s: held-out perplexity %.3f; %s", variant, ppl,
              rows[rows.metric.isin(["acc", "perplexity"])][["task", "metric", "value"]].to_string(index=False))

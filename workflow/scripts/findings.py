@@ -5,5 +5,7 @@ from gna.pipeline import job
 from gna.report import findings
 
 with job(snakemake) as log:
-    table = findings.make(Path(snakemake.output[0]).parent, snakemake.output[0])
+    p = snakemake.params
+    table = findings.make(Path(snakemake.output[0]).parent, snakemake.output[0], settings=dict(p.settings),
+                          rankings=dict(p.rankings))
     log.info("\n%s", table.to_string())

@@ -19,7 +19,7 @@ with job(snakemake) as log:
     if w.source == "named":
         roles = {role: [list(h) for h in p.named[role]] for role in ("gather", "aggregate")}
     elif pair:
-        scores = pd.read_csv(snakemake.input.heads)
+        scores = pd.read_csv(snakemake.input.heads[0])  # the input is a list (empty for named heads)
         mmlu = metric_by(scores, ["layer", "head"], p.tasks[:1]).rename("mmlu").reset_index()
         kind = str(scores.kind.dropna().iloc[0])
         roles = {role: [[layer, h, kind] for h in mmlu_heads(mmlu, layer, p.per_layer)]

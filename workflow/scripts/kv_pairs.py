@@ -1,4 +1,5 @@
-"""Fig. 4: KV-retrieval accuracy vs number of pairs, full model or without its Gather / Aggregate head(s).
+"""Fig. 4: KV-retrieval accuracy vs number of pairs, full model or without its Gather / Aggregate head(s),
+on one probe set per (pairs, probe seed) (kv_pairs.probe_seeds).
 
 The heads are the config's named ones (a role may have several) or the scan's top head classified
 in that role."""
@@ -21,12 +22,15 @@ with job(snakemake) as log:
         log.info("no head of the scan's top ones is classified %s: nothing to remove", condition[3:])
         rows = pd.DataFrame([{**p.fields, "head": "none"}])
     else:
-        extra = {f"kv_n{n}": lm_eval_task_config(path, f"kv_n{n}") for n, path in zip(p.pairs, snakemake.input.probes)}
+        # one probe set per (pairs, probe seed): the spread over seeds is the probe draw's
+        names = [f"kv_n{n}_s{seed}" for n, seed in p.probes]
+        extra = {name: lm_eval_task_config(path, name) for name, path in zip(names, snakemake.input.probes)}
         interventions = [{"ablate_heads": heads}] if heads else []
         model = load_model(p.spec)
         rows = evaluation_rows(p.spec, list(extra), interventions, p.eval, None, p.fields, model=model,
                                suite=TaskSuite(extra=extra))
-        rows["n_pairs"] = rows.task.str.removeprefix("kv_n").astype(int)
+        parts = rows.task.str.extract(r"^kv_n(\d+)_s(\d+)$").astype(int)
+        rows["n_pairs"], rows["probe_seed"] = parts[0], parts[1]
         rows["head"] = label
         rows["heads_from"] = "named" if p.named else "classified"
         log.info("removed %s", label)

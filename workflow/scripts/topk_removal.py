@@ -1,9 +1,11 @@
-"""Remove the top-k heads of the scan's ranking together; evaluate (slide tables, ARC chat).
+"""Remove the top-k heads of the scan's ranking together; evaluate (slide tables, ARC chat). Or,
+the random-k control (``draw`` wildcard ``-random<seed>``): k heads drawn with that seed among
+the same kinds.
 
 With ``kinds`` (Zamba2's slide tables: attention) k counts, and ranks among, those heads only."""
 import pandas as pd
 
-from gna.experiments.heads import top_heads
+from gna.experiments.heads import random_heads, top_heads
 from gna.experiments.run import evaluation_rows
 from gna.io import write_csv
 from gna.pipeline import job
@@ -11,8 +13,15 @@ from gna.pipeline import job
 with job(snakemake) as log:
     p = snakemake.params
     ranking = pd.read_csv(snakemake.input.ranking)
-    heads = top_heads(ranking, int(snakemake.wildcards.k), kinds=p.kinds)
-    log.info("removing %d heads%s: %s", len(heads), f" ({'/'.join(p.kinds)} only)" if p.kinds else "", heads)
+    k, draw = int(snakemake.wildcards.k), snakemake.wildcards.get("draw", "")
+    if draw:
+        heads = random_heads(ranking, k, int(draw.removeprefix("-random")), kinds=p.kinds)
+    else:
+        heads = top_heads(ranking, k, kinds=p.kinds)
+    log.info("removing %d %s heads%s: %s", len(heads), "random" if draw else "top",
+             f" ({'/'.join(p.kinds)} only)" if p.kinds else "", heads)
     rows = evaluation_rows(p.spec, p.tasks, [{"ablate_heads": heads}], p.eval, p.micro_data,
-                           {**p.fields, "head_kinds": "/".join(p.kinds) if p.kinds else "all"})
+                           {**p.fields, "head_kinds": "/".join(p.kinds) if p.kinds else "all",
+                            "n_heads": int(len(ranking) if not p.kinds else ranking.kind.isin(p.kinds).sum()),
+                            "heads": " ".join(f"L{h[0]}H{h[1]}" for h in heads) or "none"})
     write_csv(rows, snakemake.output[0])

@@ -167,7 +167,8 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
         return _eval_job(s, info, s.tasks("mmlu"), layers=info.n_layers - 1, repeats=heads)
     if rule == "kv_pairs":
         info = s.info(wc["model"])
-        pairs = ex["kv_pairs"].get("pairs", [])
+        seeds = ex["kv_pairs"].get("probe_seeds")
+        pairs = list(ex["kv_pairs"].get("pairs", [])) * (3 if seeds is None else max(1, len(seeds)))
         secs, peak = E.probe_scoring(hw, info, int(cfg["kv_probe"]["n_examples"]), pairs,
                                      int(s.eval.get("batch_size", 32)))
         return Estimate(gpu_gb=peak / GB, host_gb=E.host_gb(hw, info),
@@ -208,7 +209,9 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
         e = _eval_job(s, info, s.tasks("mmlu", "knowledge", "retrieval"))
         data = d.get("data") or {}
         held = int(d.get("heldout_batches", 4)) * int(data.get("batch_size", 8)) * int(data.get("seq_len", 2048))
-        kv, _ = E.probe_scoring(hw, info, int(cfg["kv_probe"]["n_examples"]), [int(cfg["scan"]["n_pairs"])])
+        seeds = d.get("kv_eval_seeds")
+        kv, _ = E.probe_scoring(hw, info, int(cfg["kv_probe"]["n_examples"]),
+                                [int(cfg["scan"]["n_pairs"])] * (3 if seeds is None else max(1, len(seeds))))
         e.hours += (kv + held * info.flops_per_token(1024) / E.rate(hw, info)) / 3600
         return e
     if rule in ("ga_heatmaps", "inference_memory"):

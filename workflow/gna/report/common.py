@@ -14,6 +14,42 @@ from ..io import atomic_path, write_csv, write_text  # noqa: E402
 PUBLISHED = Path(__file__).resolve().parents[3] / "data" / "published"
 ROLE_COLOURS = {"gather": "tab:blue", "aggregate": "tab:red", "-": "tab:gray"}
 
+# The chance convention, in one place: accuracy as a fraction (0-1). A percent table converts
+# with ``scale=100``. A task is *near chance* when the unmodified model scores less than
+# NEAR_CHANCE above its chance level; a claim resting on that task is then ``n/a``.
+CHANCE = {"mmlu": 0.25, "arc_challenge": 0.25, "arc_challenge_chat": 0.25}
+"""Chance accuracy (fraction) of the four-choice roles; generation tasks (exact match) have ~0."""
+NEAR_CHANCE = 0.10
+
+
+def chance_of(role: str, mmlu_chance: float | None = None) -> float:
+    """Chance accuracy (fraction) of a role: ``CHANCE`` (MMLU: ``mmlu_chance`` where given), else 0
+    (generation tasks scored by exact match or contains). KV retrieval: 1 / pairs, see kv_chance."""
+    if role == "mmlu" and mmlu_chance is not None:
+        return float(mmlu_chance)
+    return CHANCE.get(role, 0.0)
+
+
+def near_chance(value: float, chance: float, scale: float = 1.0) -> bool:
+    """Whether ``value`` (in units of ``scale``: 1 for 0-1, 100 for percent) is within NEAR_CHANCE of
+    ``chance`` (a fraction)."""
+    return bool(value < (chance + NEAR_CHANCE) * scale)
+
+
+def spread(values) -> tuple[float, float, float]:
+    """(mean, min, max) of the values of several draws or seeds; the spread reported is min-max."""
+    s = pd.Series(list(values), dtype=float).dropna()
+    if s.empty:
+        return float("nan"), float("nan"), float("nan")
+    return float(s.mean()), float(s.min()), float(s.max())
+
+
+def fmt_spread(mean: float, lo: float, hi: float, fmt: str = ".1f") -> str:
+    """``"41.0 [35.5, 47.0]"``: a mean and its min-max spread."""
+    if pd.isna(mean):
+        return ""
+    return f"{format(mean, fmt)} [{format(lo, fmt)}, {format(hi, fmt)}]"
+
 
 def published(name: str) -> pd.DataFrame:
     path = PUBLISHED / name
@@ -43,7 +79,10 @@ def markdown_table(df: pd.DataFrame, floatfmt: str = ".3f") -> str:
     return "\n".join([head, sep, *rows]) + "\n"
 
 
-def write_table(df: pd.DataFrame, csv, md, title: str = "", note: str = "", floatfmt: str = ".3f") -> None:
+def write_table(df: pd.DataFrame, csv, md, title: str = "", note: str = "", floatfmt: str = ".3f",
+                md_df: pd.DataFrame | None = None) -> None:
+    """``df`` to ``csv``; ``md_df`` (default ``df``: e.g. a view with "mean [min, max]" cells) to ``md``."""
     write_csv(df, csv)
-    text = (f"# {title}\n\n" if title else "") + markdown_table(df, floatfmt) + (f"\n{note}\n" if note else "")
+    text = ((f"# {title}\n\n" if title else "") + markdown_table(df if md_df is None else md_df, floatfmt)
+            + (f"\n{note}\n" if note else ""))
     write_text(text, md)

@@ -5,7 +5,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from ..experiments.pruning import metric_by
-from .common import published, save_figure, write_table
+from .common import fmt_spread, published, save_figure, spread, write_table
 
 ROLE_TASKS = ("mmlu", "knowledge")
 
@@ -70,14 +70,43 @@ def head_keeping_table(tables: dict[str, pd.DataFrame], roles) -> pd.DataFrame:
     return out
 
 
-def kv_pairs_figure(tables: dict[str, pd.DataFrame]):
-    fig, axes = plt.subplots(1, len(tables), figsize=(4 * len(tables), 3.2), squeeze=False)
-    fig.suptitle("KV retrieval vs number of pairs (Fig. 4)", fontsize=10)
-    for ax, (model, df) in zip(axes[0], tables.items()):
-        for cond, sub in df[df.metric == "acc"].groupby("condition"):
+def kv_pairs_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per (model, condition, pairs): KV accuracy, mean and min-max over the probe seeds,
+    and (without a head) the drop from the full model on the same probe sets, mean and min-max."""
+    flat = pd.concat(tables.values(), ignore_index=True)
+    flat = flat[flat.metric == "acc"].copy()
+    if "probe_seed" not in flat:
+        flat["probe_seed"] = 0
+    full = flat[flat.condition == "full"].set_index(["model", "n_pairs", "probe_seed"]).value
+    rows = []
+    for (model, cond, n), sub in flat.groupby(["model", "condition", "n_pairs"], sort=False):
+        acc = spread(sub.value)
+        row = dict(model=model, condition=cond, head=sub["head"].iloc[0], n_pairs=int(n), accuracy=acc[0],
+                   accuracy_min=acc[1], accuracy_max=acc[2], probe_seeds=len(sub))
+        drops = [full.get((model, n, s)) - v for s, v in zip(sub.probe_seed, sub.value)
+                 if (model, n, s) in full.index] if cond != "full" else []
+        d = spread(drops) if drops else (float("nan"),) * 3
+        row.update(drop=d[0], drop_min=d[1], drop_max=d[2])
+        rows.append(row)
+    order = {"full": 0, "no_gather": 1, "no_aggregate": 2}
+    out = pd.DataFrame(rows)
+    return out.sort_values(["model", "condition", "n_pairs"], key=lambda c: c.map(order) if c.name == "condition"
+                           else (c.map({m: i for i, m in enumerate(tables)}) if c.name == "model" else c),
+                           kind="stable").reset_index(drop=True)
+
+
+def kv_pairs_figure(table: pd.DataFrame):
+    models = list(dict.fromkeys(table.model))
+    fig, axes = plt.subplots(1, len(models), figsize=(4 * len(models), 3.2), squeeze=False)
+    fig.suptitle("KV retrieval vs number of pairs (Fig. 4); bars: min-max over probe seeds", fontsize=10)
+    for ax, model in zip(axes[0], models):
+        df = table[table.model == model]
+        for cond, sub in df.groupby("condition", sort=False):
             sub = sub.sort_values("n_pairs")
-            ax.plot(sub.n_pairs, sub.value, "o-", label=f"{cond} ({sub['head'].iloc[0]})")
-        pairs = sorted(df.dropna(subset=["n_pairs"]).n_pairs.unique())
+            err = [sub.accuracy - sub.accuracy_min, sub.accuracy_max - sub.accuracy]
+            ax.errorbar(sub.n_pairs, sub.accuracy, yerr=err, fmt="o-", capsize=3,
+                        label=f"{cond} ({sub['head'].iloc[0]})")
+        pairs = sorted(df.n_pairs.unique())
         ax.plot(pairs, [1 / n for n in pairs], ":", c="gray", label="chance")
         ax.set(title=model, xlabel="pairs in the dictionary", ylabel="accuracy", ylim=(0, 1.02))
         ax.legend(fontsize=7)
@@ -85,34 +114,86 @@ def kv_pairs_figure(tables: dict[str, pd.DataFrame]):
     return fig
 
 
+SCORE_SKIP = ("model", "k", "heads_pct", "selection", "draws")
+
+
+def _role_columns(table: pd.DataFrame) -> list[str]:
+    """The score columns of a top-k table (not paper_/diff_/random_ columns, filters or spreads)."""
+    return [c for c in table.columns if c not in SCORE_SKIP and not c.startswith(("paper_", "diff_", "random_"))
+            and not c.endswith(("_filter", "_min", "_max"))]
+
+
 def topk_table(tables: dict[str, pd.DataFrame], roles, paper_keys: dict[str, str], file: str) -> pd.DataFrame:
-    """One row per (model, k): our role scores; where the model is the paper's, published beside."""
+    """One row per (model, k): the role scores with the top-k heads removed; where the results hold
+    the random-k control (rows with ``selection == "random"``, one ``draw`` each), beside them
+    ``random_<role>`` (the mean over draws), ``random_<role>_min`` / ``_max`` (the spread, min-max)
+    and ``random_draws``; where the model is the paper's, the published numbers beside."""
     pub = published(file)
     rows = []
     for model, df in tables.items():
-        scores = role_scores(df, roles, "k")
+        sel = df["selection"].fillna("ranked") if "selection" in df else pd.Series("ranked", index=df.index)
+        scores = role_scores(df[sel != "random"], roles, "k")
+        rnd = df[sel == "random"]
         ref = pub[pub.model == paper_keys.get(model, "")]
+        n_heads = int(df["n_heads"].dropna().iloc[0]) if "n_heads" in df and df["n_heads"].notna().any() else None
         for k, r in scores.iterrows():
-            row = dict(model=model, k=int(k), **r.to_dict())
+            row = dict(model=model, k=int(k), **({"heads_pct": 100 * int(k) / n_heads} if n_heads else {}),
+                       **r.to_dict())
             for role, v in r.items():
                 hit = ref[(ref.heads_removed == k) & (ref.metric == role)]
                 if not hit.empty:
                     row[f"paper_{role}"] = float(hit.value.iloc[0])
                     row[f"diff_{role}"] = v - float(hit.value.iloc[0])
+            draws = rnd[rnd.k == k]
+            if not draws.empty:
+                per_draw = role_scores(draws, roles, "draw")
+                row["random_draws"] = len(per_draw)
+                for role in [c for c in per_draw.columns if not c.endswith("_filter")]:
+                    m, lo, hi = spread(per_draw[role])
+                    row.update({f"random_{role}": m, f"random_{role}_min": lo, f"random_{role}_max": hi})
             rows.append(row)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    if "random_draws" in out:
+        out["random_draws"] = out["random_draws"].astype("Int64")
+    return out
+
+
+def topk_markdown(table: pd.DataFrame) -> pd.DataFrame:
+    """The top-k table for reading: each role's ranked score, and beside it the random control as
+    "mean [min, max]" over its draws (paper_/diff_ columns kept)."""
+    out = table[[c for c in table.columns if not c.startswith("random_")]].copy()
+    if "random_draws" not in table:
+        return out
+    for role in _role_columns(table):
+        if f"random_{role}" in table:
+            out.insert(list(out.columns).index(role) + 1, f"random_{role}",
+                       [fmt_spread(m, lo, hi, ".3f" if role.endswith("_ppl") else ".1f") for m, lo, hi in
+                        zip(table[f"random_{role}"], table[f"random_{role}_min"], table[f"random_{role}_max"])])
+    out.insert(2, "random_draws", table["random_draws"].astype(object).where(table["random_draws"].notna(), ""))
+    return out
 
 
 def topk_figure(table: pd.DataFrame):
-    roles = [c for c in table.columns if c not in ("model", "k") and not c.startswith(("paper_", "diff_"))
-             and not c.endswith("_filter")]
-    acc_roles = [r for r in roles if not r.endswith("_ppl")]
+    acc_roles = [r for r in _role_columns(table) if not r.endswith("_ppl")]
     fig, axes = plt.subplots(1, table.model.nunique(), figsize=(4 * table.model.nunique(), 3.2), squeeze=False)
-    fig.suptitle("Removing the top-k KV-retrieval heads", fontsize=10)
+    random = "random_draws" in table and table.random_draws.notna().any()
+    fig.suptitle("Removing the top-k KV-retrieval heads" + (" (solid) vs k random heads (dashed: mean, bars: "
+                                                              "min-max over draws)" if random else ""), fontsize=10)
     for ax, (model, sub) in zip(axes[0], table.groupby("model", sort=False)):
-        for role in acc_roles:
-            ax.plot(sub.k, sub[role], "o-", label=role)
+        for i, role in enumerate(acc_roles):
+            colour = f"C{i}"
+            ax.plot(sub.k, sub[role], "o-", c=colour, label=role)
+            if f"random_{role}" in sub and sub[f"random_{role}"].notna().any():
+                r = sub[sub[f"random_{role}"].notna()]
+                # the random control starts where ranked removal does: k = 0 is the same model
+                base = sub[sub.k == 0]
+                x = list(base.k) + list(r.k)
+                y = list(base[role]) + list(r[f"random_{role}"])
+                lo = [0.0] * len(base) + list(r[f"random_{role}"] - r[f"random_{role}_min"])
+                hi = [0.0] * len(base) + list(r[f"random_{role}_max"] - r[f"random_{role}"])
+                ax.errorbar(x, y, yerr=[lo, hi], fmt="s--", c=colour, alpha=0.6, capsize=3, ms=3)
         ax.set(title=model, xlabel="heads removed (k)", ylabel="score (%)", ylim=(0, 102))
+        ax.set_xticks(sorted(sub.k.unique()))
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -129,12 +210,17 @@ def make_head_keeping(models, paths, roles, csv, md):
 
 def make_kv_pairs(models, paths, png, pdf, csv, md):
     tables = {m: pd.concat([pd.read_csv(p) for p in ps], ignore_index=True) for m, ps in zip(models, paths)}
-    save_figure(kv_pairs_figure(tables), png, pdf)
-    flat = pd.concat(tables.values(), ignore_index=True)
-    flat = flat[flat.metric == "acc"][["model", "condition", "head", "n_pairs", "value"]]
-    write_table(flat.rename(columns={"value": "accuracy"}), csv, md, title="KV retrieval vs pairs (Fig. 4)",
-                note="Published (Llama-3.1-8B): removing the Gather head (L16H22) costs a constant amount; "
-                     "removing the Aggregate head (L17H24) costs more as pairs grow.")
+    table = kv_pairs_table(tables)
+    save_figure(kv_pairs_figure(table), png, pdf)
+    view = table[["model", "condition", "head", "n_pairs", "probe_seeds"]].copy()
+    view["accuracy [min, max]"] = [fmt_spread(*v, ".3f") for v in
+                                   zip(table.accuracy, table.accuracy_min, table.accuracy_max)]
+    view["drop [min, max]"] = [fmt_spread(*v, ".3f") for v in zip(table["drop"], table.drop_min, table.drop_max)]
+    write_table(table, csv, md, title="KV retrieval vs pairs (Fig. 4)", md_df=view,
+                note="Accuracy: mean over the probe seeds (`probe_seeds` probe sets per row, other prompts than "
+                     "the ranking's), [min, max] over them; `drop`: the full model's accuracy minus this "
+                     "condition's on the same probe set. Published (Llama-3.1-8B): removing the Gather head "
+                     "(L16H22) costs a constant amount; removing the Aggregate head (L17H24) costs more as pairs grow.")
 
 
 def make_topk(models, paths, roles, paper_keys, file, title, png, pdf, csv, md):
@@ -142,6 +228,16 @@ def make_topk(models, paths, roles, paper_keys, file, title, png, pdf, csv, md):
     table = topk_table(tables, roles, paper_keys, file)
     if png:
         save_figure(topk_figure(table), png, pdf)
-    write_table(table, csv, md, title=title,
-                note="Scores in percent (`*_ppl`: perplexity). `paper_*` and `diff_*` where the model is the "
-                     "paper's; at micro scale compare shapes, not values.")
+    random = "random_draws" in table
+    write_table(table, csv, md, title=title, md_df=topk_markdown(table),
+                note="Scores in percent (`*_ppl`: perplexity); k heads removed together, the top k of the KV "
+                     "ranking (among the model's `kinds_by_model` where set: Zamba2, attention heads only)."
+                     + (" `random_<role>`: the same k drawn at random among the same kinds, mean [min, max] over "
+                        "`random_draws` draws (topk_removal.random_draws; the csv has `_min`/`_max` columns)."
+                        if random else "")
+                     + " `heads_pct`: k as a share of the heads it counts among; the paper removes 10-30 of 512-1024 "
+                       "heads (1-6%), and the k lists aim at that share (`k_by_model`); where one head is already "
+                       "above 6% (few heads of the kind, e.g. a hybrid's 8 attention heads: 12.5%), k = 1 is the "
+                       "closest possible."
+                     + " `paper_*` and `diff_*` where the model is the paper's; at micro scale compare shapes, not "
+                       "values.")

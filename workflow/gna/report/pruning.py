@@ -47,11 +47,13 @@ def summary(gradual, individual, minimal, mmlu, knowledge) -> pd.DataFrame:
     rows = []
     for model in gradual:
         for depth, v in metric_by(gradual[model], "depth", mmlu).items():
-            rows.append(dict(model=model, experiment="gradual", layers=f"0..{depth - 1}", mmlu=v,
+            rows.append(dict(model=model, experiment="gradual", layers=f"0..{depth - 1}", depth=int(depth),
+                             minimal_depth=minimal[model], mmlu=v,
                              knowledge=metric_by(gradual[model], "depth", knowledge)[depth]))
         ind = individual[model][individual[model].applicable]
         for layer, v in metric_by(ind, "layer", mmlu).items():
             rows.append(dict(model=model, experiment=f"minimal (0..{minimal[model] - 1}) minus layer", layers=f"L{layer}",
+                             depth=minimal[model] - 1, minimal_depth=minimal[model],
                              mmlu=v, knowledge=metric_by(ind, "layer", knowledge)[layer]))
     return pd.DataFrame(rows)
 
