@@ -9,7 +9,7 @@ import torch
 from gna.hybrid import build_student
 from gna.interventions import ablate_heads
 from gna.models.llamba import LlambaCache, LlambaConfig, LlambaForCausalLM
-from gna.models.tiny import build_tiny_model
+from gna.models.tiny import build_tiny_model, strengthen_llamba_mixers
 
 torch.set_num_threads(1)
 N_NEW = 40  # greedy tokens compared
@@ -18,15 +18,7 @@ N_NEW = 40  # greedy tokens compared
 def tiny_llamba(seed=0, **kw):
     torch.manual_seed(seed)
     model = LlambaForCausalLM(LlambaConfig.tiny(vocab_size=100, **kw)).eval()
-    with torch.no_grad():  # O(1) mixer signals, so a wrong state would change the tokens
-        for layer in model.backbone.layers:
-            m = layer.mixer
-            for lin in (m.in_proj, m.out_proj):
-                lin.weight.normal_(0, lin.in_features ** -0.5)
-            m.conv1d.weight.normal_(0, 0.5)
-            m.D.uniform_(-1, 1)
-            m.z_bias.normal_()
-    return model
+    return strengthen_llamba_mixers(model)   # O(1) mixer signals: a wrong state would show
 
 
 def tiny_hybrid(attn_implementation="eager", combine="sum"):

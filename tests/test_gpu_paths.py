@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from gna.models import loading
 from gna.models.llamba import LlambaCache, LlambaConfig, LlambaForCausalLM, kernels
 from gna.models.spec import ModelSpec
+from gna.models.tiny import strengthen_llamba_mixers
 
 torch.set_num_threads(1)
 
@@ -21,15 +22,7 @@ def tiny_llamba(activation="identity", n_qk_heads=2, seed=0):
     torch.manual_seed(seed)
     model = LlambaForCausalLM(LlambaConfig.tiny(vocab_size=100, ssm_cfg=dict(
         n_qk_heads=n_qk_heads, activation=activation))).eval()
-    with torch.no_grad():
-        for layer in model.backbone.layers:
-            m = layer.mixer
-            for lin in (m.in_proj, m.out_proj):
-                lin.weight.normal_(0, lin.in_features ** -0.5)
-            m.conv1d.weight.normal_(0, 0.5)
-            m.D.uniform_(-1, 1)
-            m.z_bias.normal_()
-    return model
+    return strengthen_llamba_mixers(model)   # O(1) mixer signals: a wrong state would show
 
 
 def reference_chunk_scan(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,

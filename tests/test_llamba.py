@@ -9,6 +9,7 @@ from transformers import AutoModelForCausalLM
 
 from gna.models.llamba import (DiscreteMamba2, LlambaConfig, LlambaForCausalLM, is_llamba_config, load_llamba,
                                ssd_scan)
+from gna.models.tiny import strengthen_llamba_mixers
 
 torch.set_num_threads(1)
 
@@ -16,15 +17,7 @@ torch.set_num_threads(1)
 def tiny_model(seed=0, **kw):
     torch.manual_seed(seed)
     model = LlambaForCausalLM(LlambaConfig.tiny(**kw)).eval()
-    with torch.no_grad():  # O(1) mixer signals (the 0.02 init makes every error look small)
-        for layer in model.backbone.layers:
-            m = layer.mixer
-            for lin in (m.in_proj, m.out_proj):
-                lin.weight.normal_(0, lin.in_features ** -0.5)
-            m.conv1d.weight.normal_(0, 0.5)
-            m.D.uniform_(-1, 1)
-            m.z_bias.normal_()
-    return model
+    return strengthen_llamba_mixers(model)   # O(1) mixer signals: a wrong state would show
 
 
 def naive_scan(x, log_a, B, C):

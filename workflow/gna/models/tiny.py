@@ -81,3 +81,18 @@ def build_tiny_model(family: str, seed: int = 0, **config_kw) -> torch.nn.Module
     config = tiny_config(family, **config_kw)
     model = tf.AutoModelForCausalLM.from_config(config)
     return model.eval()
+
+
+@torch.no_grad()
+def strengthen_llamba_mixers(model: torch.nn.Module) -> torch.nn.Module:
+    """Give a random Llamba's mixers O(1) signals (in place, on a test model): with the 0.02
+    init every path's output is tiny, so a wrong state, scan or cache would hardly change the
+    logits; with these a mistake shows. Draws from torch's global generator."""
+    for layer in model.backbone.layers:
+        m = layer.mixer
+        for lin in (m.in_proj, m.out_proj):
+            lin.weight.normal_(0, lin.in_features ** -0.5)
+        m.conv1d.weight.normal_(0, 0.5)
+        m.D.uniform_(-1, 1)
+        m.z_bias.normal_()
+    return model
