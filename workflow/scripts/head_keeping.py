@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 
-from gna.experiments.heads import keeping_plan, mmlu_heads
+from gna.experiments.heads import keeping_plan, mmlu_heads, named_role_heads
 from gna.experiments.pruning import metric_by
 from gna.experiments.run import evaluation_rows
 from gna.io import write_csv
@@ -17,7 +17,7 @@ with job(snakemake) as log:
     depth = json.load(open(snakemake.input.minimal))["minimal_depth"]
     pair = json.load(open(snakemake.input.critical))["pair"]
     if w.source == "named":
-        roles = {role: [list(h) for h in p.named[role]] for role in ("gather", "aggregate")}
+        roles = named_role_heads(p.named)
     elif pair:
         scores = pd.read_csv(snakemake.input.heads[0])  # the input is a list (empty for named heads)
         mmlu = metric_by(scores, ["layer", "head"], p.tasks[:1]).rename("mmlu").reset_index()

@@ -86,14 +86,3 @@ def keeping_plan(roles: dict[str, list[list]], condition: str) -> tuple[list[dic
         specs.append(spec)
         kept[f"L{layer}"] = "/".join(map(str, sorted(set(heads)))) or "none"
     return [{"keep_heads": specs}], kept
-
-
-def head_keeping(critical: list[int], ranking: pd.DataFrame, condition: str) -> tuple[list[dict], dict]:
-    """The earlier Table 1 rule (top KV-ranked head of each of two critical layers); kept for
-    comparison only: the paper keeps the heads whose removal hurts MMLU (:func:`mmlu_heads`)."""
-    first, second = critical
-    roles = {}
-    for role, layer in (("gather", first), ("aggregate", second)):
-        r = ranking[ranking.layer == layer].sort_values("rank").iloc[0]
-        roles[role] = [[layer, int(r["head"]), str(r.kind)]]
-    return keeping_plan(roles, condition)
