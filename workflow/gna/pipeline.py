@@ -59,16 +59,20 @@ def _start_model_job(snakemake) -> None:
 @contextmanager
 def job(snakemake):
     """Run a rule's body with stderr, logging and tqdm going to its log file, one torch
-    thread per declared thread, and the exception written to the log before it propagates."""
-    import torch
+    thread per declared thread, and the exception written to the log before it propagates.
 
+    In a Snakemake script job the process ends when the block ends (``os._exit(0)`` once the
+    log and streams are flushed): the interpreter's teardown of torch, transformers and lm-eval
+    took about a second per job, a tenth of the micro study's summed job time, and does nothing
+    a finished job needs (outputs are written atomically inside the block). So nothing may
+    follow the ``with job(snakemake)`` block in a script."""
     log_path = snakemake.log[0] if snakemake.log else None
     stream = open(log_path, "w", buffering=1) if log_path else sys.stderr
     old_stderr = sys.stderr
     sys.stderr = stream
     logging.basicConfig(stream=stream, level=logging.INFO, force=True,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    torch.set_num_threads(max(1, int(getattr(snakemake, "threads", 1))))
+    _set_threads(max(1, int(getattr(snakemake, "threads", 1))))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     logging.getLogger("gna").info("rule %s, params %s", snakemake.rule, dict(snakemake.params))
     try:
@@ -84,3 +88,32 @@ def job(snakemake):
         sys.stderr = old_stderr
         if log_path:
             stream.close()
+    if _is_script_job(snakemake):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def first_input(snakemake, name: str) -> str | None:
+    """The first file of the named input ``name``, or None where the rule gave it none (an input
+    function may return ``[]``, e.g. the web-token folder of a study on micro data)."""
+    value = getattr(snakemake.input, name, None)
+    if value is None or isinstance(value, str):
+        return value
+    return str(value[0]) if len(value) else None
+
+
+def _set_threads(n: int) -> None:
+    """``n`` torch threads; jobs without torch (probes, tables, figures) do not import it for
+    this: the thread count is set in the environment torch reads when a later import loads it."""
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(n)
+    else:
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = str(n)
+
+
+def _is_script_job(snakemake) -> bool:
+    """Whether this process is a Snakemake ``script:`` job (not a test passing a stand-in object)."""
+    cls = type(snakemake)  # snakemake.iocontainers.Snakemake in Snakemake 9 (snakemake.script before)
+    return cls.__name__ == "Snakemake" and cls.__module__.split(".")[0] == "snakemake"

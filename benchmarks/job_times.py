@@ -1,0 +1,46 @@
+"""Summed job time of a Snakemake run, per rule, from the run's metadata (`.snakemake/metadata`).
+
+    python benchmarks/job_times.py [WORKDIR]     # default: the current directory
+
+Snakemake records a start and end time per output file; outputs of one job share them, so a job
+is counted once (by rule, job hash and end time). The sum is CPU-occupancy of the jobs (each runs one torch thread), not the wall
+time of the run: on 2 cores the wall time is about half of it plus the tail of the DAG.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+
+def job_times(workdir: str | Path = ".") -> dict[str, list[float]]:
+    """rule -> seconds of each of its jobs."""
+    jobs: dict[tuple, list[float]] = {}
+    for f in (Path(workdir) / ".snakemake" / "metadata").iterdir():
+        try:
+            m = json.loads(f.read_text())
+        except (ValueError, OSError):
+            continue
+        start, end, rule = m.get("starttime"), m.get("endtime"), m.get("rule")
+        if start is None or end is None or rule is None:
+            continue
+        key = (rule, m.get("job_hash"), end)  # one job's outputs: same hash and end, starts differ by µs
+        jobs[key] = [min(start, jobs.get(key, [start])[0]), end]
+    out = defaultdict(list)
+    for (rule, _, _), (start, end) in jobs.items():
+        out[rule].append(end - start)
+    return dict(out)
+
+
+def main(argv: list[str]) -> None:
+    times = job_times(argv[0] if argv else ".")
+    rows = sorted(((sum(v), len(v), r) for r, v in times.items()), reverse=True)
+    print(f"{'rule':28s} {'jobs':>5s} {'summed s':>9s} {'mean s':>7s}")
+    for total, n, rule in rows:
+        print(f"{rule:28s} {n:5d} {total:9.1f} {total / n:7.1f}")
+    print(f"{'total':28s} {sum(n for _, n, _ in rows):5d} {sum(t for t, _, _ in rows):9.1f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
