@@ -177,7 +177,7 @@ def fake_hub(monkeypatch):
 def origins(data, n=600, seed=0):
     stream = make_stream(data, None, None, seed)
     assert isinstance(stream, WebStream)
-    return [doc.split("|")[0] for doc in islice(stream._documents(), n)]
+    return [doc.split("|")[0] for doc in islice(stream._mixed(), n)]  # before the held-out split
 
 
 def test_each_stage_draws_its_own_mix(fake_hub):

@@ -190,6 +190,10 @@ def test_profile_gives_every_gpu_rule_a_gpu_partition_and_cpu_rules_none(tmp_pat
     assert set(per_rule) <= set(blocks), f"set-resources names unknown rules: {sorted(set(per_rule) - set(blocks))}"
     for name in per_rule:
         res = per_rule[name]
+        if name not in declared:  # a CPU rule with its own runtime/memory (distill_tokens): the CPU partition
+            assert res.get("slurm_partition", defaults["slurm_partition"]) == defaults["slurm_partition"], name
+            assert not {"gpu", "gres"} & set(res), name
+            continue
         assert res["slurm_partition"] != defaults["slurm_partition"]
         assert res.get("tasks") == 0, f"{name}: a multi-GPU job must stay one task (tasks: 0)"
         assert "gres" not in res and "gres" not in rules.get(name, {}), "gres with gpu is an error in the plugin"

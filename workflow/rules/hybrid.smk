@@ -88,10 +88,17 @@ DISTILL_RANKING = ("results/scan/{teacher}.ranking.csv" if DISTILL_SEPARATOR == 
 KV_EVAL_PROBES = [f"results/probes/{probe_name(config['scan']['n_pairs'], s, DISTILL_SEPARATOR)}.examples.jsonl"
                   for s in KV_EVAL_SEEDS]
 
+# Paper scale reads web data (fineweb-edu, finemath): rule distill_tokens tokenizes each mix once into
+# results/distill_data/<teacher>/<split>-<digest>/, where the Hub is reachable; every job below reads those
+# shards offline and a resumed stage starts at its step (gna.experiments.token_shards). The micro corpus
+# is generated inside the jobs: no token folders.
+TOKEN_SETS = token_sets(config)
+
 
 rule align_student:
     input:
         teacher=lambda wc: model_input(wc.teacher),
+        tokens=tokens_of(TOKEN_SETS, "align"),
     output:
         directory("results/hybrid/{teacher}/aligned"),
     wildcard_constraints:
@@ -173,6 +180,7 @@ rule distill_matrices:
     # student per state size serves every k and selection.
     input:
         teacher=lambda wc: model_input(wc.teacher),
+        tokens=tokens_of(TOKEN_SETS, "stage1"),
     output:
         directory("results/hybrid/{teacher}/s{state}/stage1"),
     wildcard_constraints:
@@ -203,6 +211,7 @@ rule distill_stage:
                             if wc.stage == "2" and wc.selection == "ranked" and int(wc.k) > 0 else []),
         previous=lambda wc: (f"results/hybrid/{wc.teacher}/s{wc.state}/stage1" if wc.stage == "2"
                              else f"results/hybrid/{wc.teacher}/k{wc.k}-s{wc.state}-{wc.selection}/stage2"),
+        tokens=lambda wc: tokens_of(TOKEN_SETS, f"stage{wc.stage}"),
     output:
         directory("results/hybrid/{teacher}/k{k}-s{state}-{selection}/stage{stage}"),
     wildcard_constraints:
@@ -232,6 +241,7 @@ rule evaluate_hybrid:
         model=lambda wc: (model_input(wc.teacher) if wc.variant == "teacher"
                           else [f"results/hybrid/{wc.teacher}/{wc.variant}/stage3"]),
         probes=KV_EVAL_PROBES,
+        tokens=tokens_of(TOKEN_SETS, "heldout"),
     output:
         "results/hybrid/{teacher}/{variant}.csv",
     wildcard_constraints:
@@ -260,6 +270,37 @@ rule evaluate_hybrid:
         MODEL_ENV
     script:
         "../scripts/evaluate_hybrid.py"
+
+
+rule distill_tokens:
+    # CPU only; reads the Hub's data sets. Where the cluster's nodes are offline, run
+    # `snakemake --cores 16 distill_data` on a host that is online first (README, "Distillation data").
+    input:
+        teacher=lambda wc: model_input(wc.teacher),  # its tokenizer
+    output:
+        directory("results/distill_data/{teacher}/{name}"),
+    wildcard_constraints:
+        teacher=r"[^/]+",
+        name=r"(train|heldout)-[0-9a-f]{10}",
+    params:
+        spec=lambda wc: model_spec(wc.teacher),
+        data=lambda wc: TOKEN_SETS[f"results/distill_data/{wc.teacher}/{wc.name}"]["data"],
+        split=lambda wc: TOKEN_SETS[f"results/distill_data/{wc.teacher}/{wc.name}"]["split"],
+        seed=lambda wc: TOKEN_SETS[f"results/distill_data/{wc.teacher}/{wc.name}"]["seed"],
+        rows=lambda wc: TOKEN_SETS[f"results/distill_data/{wc.teacher}/{wc.name}"]["rows"],
+    threads: max(THREADS, 8)
+    log:
+        "logs/distill_data/{teacher}/{name}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../scripts/distill_tokens.py"
+
+
+rule distill_data:
+    # a target: the prepared distillation tokens, nothing else
+    input:
+        list(TOKEN_SETS),
 
 
 rule hybrid_tables:

@@ -6,12 +6,12 @@ from gna.experiments.distill_data import checkpoint_dir, input_stamp, make_strea
 from gna.hybrid import align_student
 from gna.io import atomic_path, write_json
 from gna.models import load_model
-from gna.pipeline import job
+from gna.pipeline import first_input, job
 
 with job(snakemake) as log:
     p = snakemake.params
     teacher, tok = load_model(p.spec)
-    data = make_stream(p.data, tok, p.micro_data, p.seed, purpose="align")
+    data = make_stream(p.data, tok, p.micro_data, p.seed, purpose="align", shards=first_input(snakemake, "tokens"))
     steps_cfg, tokens = list(p.steps or [None, None]), list(p.tokens or [None, None])
     steps = tuple(stage_steps(steps_cfg[s], tokens[s], int(p.data.get("batch_size", 16)), seq_len_of(p.data))
                   for s in (0, 1))

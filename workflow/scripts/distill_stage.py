@@ -15,7 +15,7 @@ from gna.experiments.distill_data import (checkpoint_dir, input_stamp, make_stre
 from gna.hybrid import build_student, distill, heads_from_ranking, random_heads, stage_options
 from gna.io import atomic_path, write_json
 from gna.models import describe, load_model
-from gna.pipeline import job
+from gna.pipeline import first_input, job
 
 with job(snakemake) as log:
     p, wc, i = snakemake.params, snakemake.wildcards, snakemake.input
@@ -49,7 +49,8 @@ with job(snakemake) as log:
             student.load_state_dict(aligned, strict=False)
     log.info("stage %d (%s): %s student, state %d, kept heads %s", stage, run["name"], selection, state, heads)
     data_cfg = stage_data(run["data"], stage)  # the rule passes this stage's data already; by_stage: see there
-    data = make_stream(data_cfg, tok, p.micro_data, seed, purpose=f"stage{stage}")
+    data = make_stream(data_cfg, tok, p.micro_data, seed, purpose=f"stage{stage}",
+                       shards=first_input(snakemake, "tokens"))
     steps = stage_steps(run["steps"], run["tokens"], int(data_cfg.get("batch_size", 16)), seq_len_of(data_cfg))
     # the checkpoint folder ignores the budgets and the memory knobs: a job that ran out of memory
     # resumes from its checkpoints with a smaller micro_batch_size / vocab_chunk

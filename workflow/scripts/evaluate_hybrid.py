@@ -9,7 +9,7 @@ from gna.experiments.distill_data import heldout_perplexity, make_stream
 from gna.experiments.run import evaluation_rows
 from gna.io import write_csv
 from gna.models import describe, load_model
-from gna.pipeline import job
+from gna.pipeline import first_input, job
 from gna.probes.kv import lm_eval_task_config
 
 with job(snakemake) as log:
@@ -22,8 +22,8 @@ with job(snakemake) as log:
                            model=(model, tok), suite=TaskSuite(p.micro_data, extra=extra))
     rows["probe_seed"] = rows.task.map({name: s for name, (s, _) in kv.items()}).astype("Int64")
     rows.loc[rows.task.isin(list(kv)), "task"] = "kv_retrieval"
-    ppl = heldout_perplexity(model, make_stream(p.data, tok, p.micro_data, p.seed, purpose="heldout"),
-                             p.heldout_batches)
+    held = make_stream(p.data, tok, p.micro_data, p.seed, purpose="heldout", shards=first_input(snakemake, "tokens"))
+    ppl = heldout_perplexity(model, held, p.heldout_batches)
     rows = pd.concat([rows, pd.DataFrame([{**rows.iloc[0].to_dict(), "task": "heldout", "metric": "perplexity",
                                            "value": ppl}])], ignore_index=True)
     if variant == "teacher":

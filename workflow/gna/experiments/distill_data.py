@@ -6,13 +6,11 @@ Two sources, one interface (what :func:`gna.hybrid.distill` takes as ``data_iter
   dictionaries, records, passages and MMLU-format questions the micro models were trained on),
   tokenized by the teacher's word-level tokenizer. Random access: the batch of step ``s`` is a
   pure function of ``(seed, s)``, so a resumed stage reads exactly the batches it would have.
-- ``web`` (paper scale): fineweb-edu and finemath streamed through ``datasets``
-  (``load_dataset(..., streaming=True)``), interleaved with fixed weights (or in turn, ``mixing:
-  round_robin``; per stage with ``by_stage``, see :func:`stage_data`), tokenized with the
-  teacher's tokenizer (BOS + text + EOS), packed into ``seq_len`` rows. A re-iterable: a
-  resumed stage replays the stream from its start and skips the batches already seen (the
-  shuffle buffer and interleaving are seeded, so the order is the same). It needs the Hub or
-  a pre-filled ``HF_DATASETS_CACHE``; the workflow sets ``HF_DATASETS_OFFLINE=1``.
+- ``web`` (paper scale): fineweb-edu and finemath (:mod:`gna.experiments.web_stream`), mixed
+  per stage with ``by_stage`` (see :func:`stage_data`). In the workflow, rule ``distill_tokens``
+  tokenizes each mix once into shard files and the jobs read those offline, with random access
+  (:mod:`gna.experiments.token_shards`; ``make_stream(..., shards=folder)``). Without a folder,
+  the stream itself (a re-iterable that needs the Hub: a resumed stage replays it from its start).
 
 Budgets follow the follow-up paper (``gna.hybrid.PAPER_TOKENS``: 3e8, 5e9, 2e10 tokens for
 stages 1-3): a stage runs ``steps`` optimizer steps, or ``ceil(tokens / (batch x seq_len))``
@@ -23,18 +21,13 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Callable, Iterator
-
-import torch
+from typing import Callable
 
 from ..errors import ConfigError
+from .web_stream import MIXINGS, WEB_SOURCES, WebStream, web_sources  # noqa: F401 (re-exported)
 
-# The follow-up distils on fineweb-edu and finemath; the subsets and mixture weights are our
-# assumption (the paper gives the sources, not the proportions).
-WEB_SOURCES = (
-    {"path": "HuggingFaceFW/fineweb-edu", "name": "sample-10BT", "weight": 0.7, "text": "text"},
-    {"path": "HuggingFaceTB/finemath", "name": "finemath-3plus", "weight": 0.3, "text": "text"},
-)
+# torch is imported where tensors are made: the workflow reads stage_steps and stage_data when it
+# is parsed (gna.experiments.token_shards.token_sets), and a parse must not pay torch's import.
 MICRO_CORPUS = {"curriculum_steps": 0}  # full difficulty from the first step: the teacher is trained
 
 
@@ -76,6 +69,8 @@ def micro_stream(tokenizer, world: dict | None, batch_size: int, seed: int = 0, 
         pad = tokenizer.eos_token_id
 
     def batch(step: int) -> dict:
+        import torch
+
         c = Corpus(w, cfg, vocab, bos, pad, seed=f"{purpose}/{seed}/{step}", exclude=exclude)
         ids, labels = c.batch(step, batch_size)
         am = torch.zeros_like(ids)
@@ -87,95 +82,31 @@ def micro_stream(tokenizer, world: dict | None, batch_size: int, seed: int = 0, 
     return batch
 
 
-# --------------------------------------------------------------------------------- web (paper)
-
-MIXINGS = ("sample", "round_robin")
-"""How the web sources are mixed, document by document: ``sample`` draws each document's source at
-random with probability proportional to its weight (``datasets.interleave_datasets``, until every
-source is exhausted); ``round_robin`` takes ``weight`` documents from each source in turn (weights
-are whole numbers), as goombalab/mohawk's ``dataloaders/DataWrappers/RoundRobinLoader.py``
-(``ratio``, default 1 each), stopping when a source runs out."""
-
-
-def _round_robin(streams, ratios: list[int]) -> Iterator[str]:
-    """Texts of ``streams`` in turn, ``ratios[i]`` consecutive documents of stream i per round."""
-    iters = [iter(s) for s in streams]
-    order = [i for i, r in enumerate(ratios) for _ in range(r)]
-    while True:
-        for i in order:
-            doc = next(iters[i], None)
-            if doc is None:
-                return
-            yield doc["text"]
-
-
-class WebStream:
-    """Batches of packed ``seq_len`` rows from interleaved streaming datasets (re-iterable)."""
-
-    def __init__(self, tokenizer, sources=WEB_SOURCES, seq_len: int = 2048, batch_size: int = 32, seed: int = 0,
-                 shuffle_buffer: int = 10_000, mixing: str = "sample"):
-        self.tokenizer, self.sources = tokenizer, [dict(s) for s in sources]
-        self.seq_len, self.batch_size, self.seed, self.shuffle_buffer = seq_len, batch_size, seed, shuffle_buffer
-        self.mixing = mixing
-        if not self.sources:
-            raise ConfigError("the web data stream needs at least one source")
-        if mixing not in MIXINGS:
-            raise ConfigError(f"data mixing {mixing!r} is not one of {', '.join(MIXINGS)}")
-        if mixing == "round_robin":
-            ratios = [s.get("weight", 1) for s in self.sources]
-            if any(float(r) != int(r) or int(r) < 1 for r in ratios):
-                raise ConfigError(f"round_robin mixing takes whole-number source weights (documents per round), "
-                                  f"got {ratios}")
-
-    def _documents(self) -> Iterator[str]:
-        from datasets import interleave_datasets, load_dataset
-
-        streams = []
-        for s in self.sources:
-            ds = load_dataset(s["path"], s.get("name"), split=s.get("split", "train"), streaming=True)
-            col = s.get("text", "text")
-            ds = ds.select_columns([col]).rename_column(col, "text") if col != "text" else ds.select_columns(["text"])
-            streams.append(ds.shuffle(seed=self.seed, buffer_size=self.shuffle_buffer))
-        if self.mixing == "round_robin":
-            yield from _round_robin(streams, [int(s.get("weight", 1)) for s in self.sources])
-            return
-        weights = [float(s.get("weight", 1.0)) for s in self.sources]
-        total = sum(weights)
-        mixed = interleave_datasets(streams, probabilities=[w / total for w in weights], seed=self.seed,
-                                    stopping_strategy="all_exhausted")
-        for doc in mixed:
-            yield doc["text"]
-
-    def __iter__(self) -> Iterator[dict]:
-        tok = self.tokenizer
-        bos, eos = tok.bos_token_id, tok.eos_token_id
-        buf: list[int] = []
-        rows: list[list[int]] = []
-        for text in self._documents():
-            ids = tok(text, add_special_tokens=False)["input_ids"]
-            buf += ([bos] if bos is not None else []) + ids + ([eos] if eos is not None else [])
-            while len(buf) >= self.seq_len:
-                rows.append(buf[: self.seq_len])
-                buf = buf[self.seq_len:]
-                if len(rows) == self.batch_size:
-                    yield {"input_ids": torch.tensor(rows)}
-                    rows = []
-
-
 # --------------------------------------------------------------------------------- both
 
-def make_stream(data: dict, tokenizer, tasks_dir: str | None, seed: int = 0, purpose: str = "distill"):
+def make_stream(data: dict, tokenizer, tasks_dir: str | None, seed: int = 0, purpose: str = "distill",
+                shards: str | None = None):
     """The stream a ``data`` config names: ``{source: micro, batch_size, corpus?}`` or
-    ``{source: web, batch_size, seq_len, sources?}``. ``purpose`` separates training from held-out."""
+    ``{source: web, batch_size, seq_len, sources?, mixing?}``. ``purpose`` separates training from
+    held-out data (``heldout``). Web data with ``shards`` (a folder rule distill_tokens wrote for
+    this mix and split) is read from there, offline, with random access."""
     source = data.get("source", "micro")
     if source == "micro":
         return micro_stream(tokenizer, world_of(tasks_dir), int(data.get("batch_size", 16)), seed,
                             data.get("corpus"), purpose)
-    if source == "web":
-        offset = 0 if purpose == "distill" else 1_000_003  # held-out: another shuffle of the stream
-        return WebStream(tokenizer, data.get("sources") or WEB_SOURCES, int(data.get("seq_len", 2048)),
-                         int(data.get("batch_size", 32)), seed + offset, mixing=data.get("mixing", "sample"))
-    raise ConfigError(f"data source {source!r} is not 'micro' or 'web'")
+    if source != "web":
+        raise ConfigError(f"data source {source!r} is not 'micro' or 'web'")
+    seq_len, batch = int(data.get("seq_len", 2048)), int(data.get("batch_size", 32))
+    if shards is not None:
+        from .token_shards import TokenShards
+
+        stream = TokenShards(shards, batch)
+        if stream.seq_len != seq_len:
+            raise ConfigError(f"the prepared tokens in {shards} are rows of {stream.seq_len} tokens, the data "
+                              f"config asks for seq_len {seq_len}: rerun rule distill_tokens")
+        return stream
+    return WebStream(tokenizer, web_sources(data), seq_len, batch, seed, mixing=data.get("mixing", "sample"),
+                     split="heldout" if purpose == "heldout" else "train")
 
 
 def stage_data(data: dict | None, stage: int) -> dict:
@@ -206,10 +137,18 @@ def seq_len_of(data: dict) -> int:
     return CorpusConfig.from_dict({**MICRO_CORPUS, **(data.get("corpus") or {})}).max_len
 
 
-@torch.no_grad()
 def heldout_perplexity(model, stream, n_batches: int) -> float:
     """Next-token perplexity over ``n_batches`` batches of ``stream``: over the tokens a batch's
     ``labels`` mark (-100: not scored) if it has them, else over every real token."""
+    import torch
+
+    with torch.no_grad():
+        return _perplexity(model, stream, n_batches)
+
+
+def _perplexity(model, stream, n_batches: int) -> float:
+    import torch
+
     device = next(model.parameters()).device
     batches = (stream(i) for i in range(n_batches)) if callable(stream) else stream
     nll, count = 0.0, 0

@@ -143,6 +143,12 @@ def _training(s: Study, teacher: str, d: dict, stage: int, k: int, state: int) -
 
 def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
     hw, ex, cfg = s.hw, s.exps, s.config
+    if rule == "distill_tokens":  # CPU: stream, tokenize and pack the web data once
+        from ..experiments.token_shards import token_sets
+
+        entry = token_sets(cfg)[f"results/distill_data/{wc['teacher']}/{wc['name']}"]
+        tokens = entry["rows"] * entry["data"]["seq_len"]
+        return Estimate(gpu=False, gpu_gb=0.0, host_gb=8.0, hours=tokens / E.TOKENIZE_RATE / 3600 + 0.1)
     if not is_gpu:
         return Estimate(gpu=False, gpu_gb=0.0, host_gb=2.0, hours=0.02)
     if rule == "head_scan":
