@@ -9,6 +9,9 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+# what the workflow sets for its jobs (common.smk): where the published numbers are
+os.environ.setdefault("GNA_PUBLISHED", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                                    "data", "published"))
 torch.set_num_threads(1)
 
 # Words of the test vocabulary: numbers for dictionary values, keys, and prompt words.

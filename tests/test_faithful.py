@@ -117,7 +117,7 @@ def test_last_row_mask_leaves_earlier_positions_bit_identical_and_the_model_unch
 
 
 def test_mask_last_row_is_a_named_intervention_beside_whole_head_ablation():
-    from gna.evaluate import applied, label
+    from gna.interventions.vocabulary import applied, label
     assert label([{"mask_last_row": "all"}]) == "last_row=all"
     assert label([{"mask_last_row": [[1, 0, "attention"]]}, {"ablate_heads": [[1, 0, "attention"]]}]) == \
         "last_row=L1H0+ablate=L1H0"
@@ -204,7 +204,7 @@ def test_fewshot_is_explicit_per_task_and_filters_stay_apart(monkeypatch):
 # --------------------------------------------------------------------- 7. HF Mamba-2 masking stays local
 
 def test_masking_one_mamba2_head_leaves_the_other_heads_out_proj_input_unchanged():
-    from gna.masking import masked_mixers
+    from gna.interventions.masked_mixing import masked_mixers
     torch.manual_seed(0)
     model = build_tiny_model("mamba2", layers=2)        # n_groups = 1: the gated norm spans all heads
     mixer = describe(model).mixer(0)
@@ -268,3 +268,25 @@ def test_paper_preset_is_the_papers_experiment(paper_dag):
     zamba = [b for b in _jobs(paper_dag, "hybrid_attention") if "zamba2" in b]
     assert zamba and not any("k0.csv" in b for b in zamba)
     assert all("mode=last_row" in b for b in zamba)
+
+
+def test_evaluate_skips_lm_evals_environment_report_and_changes_no_number():
+    """The environment report at the end of simple_evaluate (~1.5 s of subprocesses per job) is
+    switched off during gna.evaluate.evaluate only; the metrics equal a plain simple_evaluate's."""
+    import lm_eval.evaluator as ev
+    from lm_eval import simple_evaluate
+    from lm_eval.models.huggingface import HFLM
+
+    from gna.evaluate import TaskSuite, evaluate
+    from gna.models import load_model
+
+    model, tok = load_model({"path": str(ROOT / "data/models/micro-llama")})
+    suite = TaskSuite(str(ROOT / "data/micro/tasks"))
+    before = ev.add_env_info, ev.get_git_commit_hash
+    ours = evaluate(model, tok, ["micro_mmlu"], suite, limit=16, batch_size=8)
+    assert (ev.add_env_info, ev.get_git_commit_hash) == before  # restored
+    resolved, manager = suite.resolve(["micro_mmlu"])
+    plain = simple_evaluate(model=HFLM(pretrained=model, tokenizer=tok, batch_size=8), tasks=resolved,
+                            task_manager=manager, limit=16, bootstrap_iters=0, log_samples=False, num_fewshot=0)
+    assert "pretty_env_info" in plain  # what the plain call adds, and ours skips
+    assert ours["micro_mmlu"][("acc", "none")] == plain["results"]["micro_mmlu"]["acc,none"]

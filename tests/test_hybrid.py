@@ -8,10 +8,12 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from gna.errors import ConfigError, HeadIndexError
-from gna.hybrid import (AttentionLayerShim, HybridAdapter, HybridForCausalLM, align_student, build_student, distill,
-                        heads_from_ranking, random_heads, swap_teacher_layer, to_llamba)
+from gna.hybrid import (AttentionLayerShim, align_student, build_student, distill, heads_from_ranking, random_heads,
+                        swap_teacher_layer, to_llamba)
 from gna.interventions import ablate_heads, replace_layers, swap_layer
 from gna.models import describe
+from gna.models.adapters.hybrid_student import HybridAdapter
+from gna.models.hybrid_student import HybridForCausalLM
 from gna.models.llamba import LlambaForCausalLM
 from gna.models.tiny import build_tiny_model
 

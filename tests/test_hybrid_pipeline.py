@@ -11,7 +11,7 @@ from gna.errors import ConfigError, ProbeError
 from gna.evaluate import TaskSuite
 from gna.experiments.distill_data import (WebStream, checkpoint_dir, heldout_perplexity, make_stream, seq_len_of,
                                           stage_steps)
-from gna.experiments.masking import export_mc_examples, masked_accuracy, masking_rows, ssm_ga_heads
+from gna.experiments.ssm_masking import export_mc_examples, masked_accuracy, masking_rows, ssm_ga_heads
 from gna.micro.tasks import micro_vocabulary
 from gna.micro.tokenizer import word_level_tokenizer
 from gna.micro.world import WorldConfig

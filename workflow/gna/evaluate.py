@@ -1,14 +1,8 @@
 """The bridge to lm-eval: evaluate an in-memory model, interventions applied, into tidy rows.
 
-Interventions come as plain data (from the config or a rule), applied as context managers
-around ``lm_eval.simple_evaluate(HFLM(pretrained=<model object>))``::
-
-    [{"truncate": 18}, {"ablate_heads": [[16, 22], [17, 24]]}]
-
-Kinds: ``truncate: n_layers``, ``drop_layer: i``, ``ablate_heads: [[layer, head(, kind)], ...]``,
-``keep_heads: {layer, heads, kind?}`` (several layers: a list of them), ``mask_last_row: "all" |
-[[layer, head(, kind)], ...]`` (the heads contribute nothing at the answer position: the official
-Zamba2 experiment, :func:`gna.interventions.mask_last_row`).
+Interventions come as plain data (from the config or a rule; their vocabulary is
+:mod:`gna.interventions.vocabulary`), applied around
+``lm_eval.simple_evaluate(HFLM(pretrained=<model object>))``.
 
 Few-shot: ``num_fewshot`` is passed to lm-eval explicitly, 0 unless a task is given another
 number, as the official ``run_eval`` does (left out, lm-eval 0.4 runs gsm8k 5-shot and bbh 3-shot
@@ -18,66 +12,17 @@ with chain of thought). Every result row records it. A metric reported under sev
 from __future__ import annotations
 
 import logging
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pandas as pd
 from torch import nn
 
 from .errors import ConfigError
-from .interventions import ablate_heads, drop_layer, keep_heads, mask_last_row, truncate
+from .interventions.vocabulary import applied
 
 log = logging.getLogger(__name__)
-INTERVENTIONS = ("truncate", "drop_layer", "ablate_heads", "keep_heads", "mask_last_row")
-
-
-def _one(spec: dict) -> tuple[str, Any]:
-    if not isinstance(spec, dict) or len(spec) != 1 or next(iter(spec)) not in INTERVENTIONS:
-        raise ConfigError(f"an intervention is a one-key mapping with a key in {INTERVENTIONS}; got {spec!r}")
-    return next(iter(spec.items()))
-
-
-@contextmanager
-def applied(model: nn.Module, specs: list[dict]) -> Iterator[nn.Module]:
-    """Apply every intervention of ``specs`` (validated before any is entered)."""
-    parsed = [_one(s) for s in specs or []]
-    with ExitStack() as stack:
-        for kind, arg in parsed:
-            if kind == "truncate":
-                stack.enter_context(truncate(model, arg))
-            elif kind == "drop_layer":
-                stack.enter_context(drop_layer(model, arg))
-            elif kind == "ablate_heads":
-                if arg:
-                    stack.enter_context(ablate_heads(model, [tuple(h) for h in arg]))
-            elif kind == "mask_last_row":
-                if arg:
-                    stack.enter_context(mask_last_row(model, arg if isinstance(arg, str) else [tuple(h) for h in arg]))
-            else:
-                for keep in arg if isinstance(arg, list) else [arg]:
-                    stack.enter_context(keep_heads(model, keep["layer"], keep.get("heads") or [], keep.get("kind")))
-        yield model
-
-
-def label(specs: list[dict]) -> str:
-    """A short readable name of an intervention list, e.g. ``truncate=18+ablate=L16H22``."""
-    parts = []
-    for kind, arg in (_one(s) for s in specs or []):
-        if kind == "ablate_heads":
-            parts.append("ablate=" + (",".join(f"L{h[0]}H{h[1]}" for h in arg) if arg else "none"))
-        elif kind == "mask_last_row":
-            parts.append("last_row=" + (arg if isinstance(arg, str) else
-                                        ",".join(f"L{h[0]}H{h[1]}" for h in arg) if arg else "none"))
-        elif kind == "keep_heads":
-            keeps = arg if isinstance(arg, list) else [arg]
-            parts.append("keep=" + ",".join(f"L{k['layer']}:{'/'.join(map(str, k.get('heads') or [])) or 'none'}"
-                                            for k in keeps))
-        else:
-            parts.append(f"{kind}={arg}")
-    return "+".join(parts) or "none"
-
-
 class TaskSuite:
     """Resolves task names to what lm-eval takes: the micro tasks as dicts over local JSONL
     (``micro_data`` set), lm-eval's registered tasks (paper scale), or ``extra`` task dicts
@@ -123,7 +68,7 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
     for t in tasks:
         groups.setdefault((t in chat_tasks, fewshot_of(t, num_fewshot)), []).append(t)
     out: dict[str, dict[tuple[str, str], float]] = {}
-    with applied(model, list(interventions)):
+    with applied(model, list(interventions)), _without_environment_report():
         for (chat, shots), names in sorted(groups.items()):
             resolved, manager = suite.resolve(names)
             res = simple_evaluate(model=lm, tasks=resolved, task_manager=manager, limit=limit, bootstrap_iters=0,
@@ -133,6 +78,21 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
                 out[task] = {_metric_key(k): float(v) for k, v in metrics.items()
                              if "stderr" not in k and k not in ("alias", "sample_len") and isinstance(v, (int, float))}
     return out
+
+
+@contextmanager
+def _without_environment_report() -> Iterator[None]:
+    """``simple_evaluate`` ends by describing the machine (``torch.utils.collect_env`` runs pip,
+    conda and nvidia-smi in subprocesses) and the git commit: ~1.5 s per evaluation job here, for
+    fields our rows never read (they record package versions and the config hash themselves)."""
+    import lm_eval.evaluator as ev
+
+    saved = ev.add_env_info, ev.get_git_commit_hash
+    ev.add_env_info, ev.get_git_commit_hash = (lambda results: None), (lambda: None)
+    try:
+        yield
+    finally:
+        ev.add_env_info, ev.get_git_commit_hash = saved
 
 
 def _metric_key(key: str) -> tuple[str, str]:

@@ -94,6 +94,18 @@ def job(snakemake):
         os._exit(0)
 
 
+def per_model(inputs, counts: list[int]) -> list[list[str]]:
+    """A table rule's flat input list cut into per-model lists: ``counts[i]`` files for model ``i``
+    (the rules list their inputs model by model and pass the counts as a param)."""
+    files, out, at = list(inputs), [], 0
+    for n in counts:
+        out.append(files[at: at + n])
+        at += n
+    if at != len(files):
+        raise ValueError(f"{len(files)} inputs, but the per-model counts {list(counts)} add up to {at}")
+    return out
+
+
 def first_input(snakemake, name: str) -> str | None:
     """The first file of the named input ``name``, or None where the rule gave it none (an input
     function may return ``[]``, e.g. the web-token folder of a study on micro data)."""

@@ -4,12 +4,16 @@ import os
 from snakemake.utils import validate
 
 from gna import config_checks
+from gna.experiments.distill_variants import WILDCARD as VARIANT_WILDCARD
+from gna.experiments.distill_variants import distill_variants
 from gna.experiments.token_shards import token_sets, tokens_of
 
 # One torch thread per job: two threads on a loaded 2-core machine ran 13-17x slower.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# The paper's published numbers, which the tables set beside ours (gna.report.common.published_dir).
+os.environ.setdefault("GNA_PUBLISHED", os.path.join(workflow.basedir, "data", "published"))
 
 
 def _sorted_keys(value):
@@ -120,6 +124,13 @@ def probe_name(n_pairs, seed=None, separator=None):
     return f"kv-{p['format']}-n{n_pairs}-s{p['seed'] if seed is None else seed}-{tag}"
 
 
+def probe_path(n_pairs=None, seed=None, separator=None):
+    """The KV probe set file (written by kv_probe) of ``n_pairs`` (default: the scan's), ``seed`` and
+    ``separator`` (defaults: kv_probe's)."""
+    n = config["scan"]["n_pairs"] if n_pairs is None else n_pairs
+    return f"results/probes/{probe_name(n, seed, separator)}.examples.jsonl"
+
+
 def experiment_models(name):
     return EXPERIMENTS.get(name, {}).get("models", [])
 
@@ -181,7 +192,7 @@ def scan_probe(scan_dir):
     """results/scan ranks on the G&A probe (kv_probe.separator); results/scan_distill on the
     follow-up's (hybrid_distillation.kv_separator), for the distilled teacher."""
     sep = None if scan_dir == "scan" else DISTILL_SEPARATOR
-    return f"results/probes/{probe_name(config['scan']['n_pairs'], separator=sep)}.examples.jsonl"
+    return probe_path(separator=sep)
 
 
 # used by heads.smk

@@ -31,18 +31,8 @@ DISTILL = EXPERIMENTS.get("hybrid_distillation", {})
 STAGE_NAMES = {1: "matrices", 2: "hidden_states", 3: "end_to_end"}
 
 
-# Variant names k{k}-s{state}-ranked (the k sweep, the state sweep) and k{k}-s{state}-random{draw} (the
-# random control, one student per draw: its heads are drawn with seed {draw}). evaluate_hybrid.py and
-# gna.plan parse them with the same pattern, VARIANT_RE.
-_S = DISTILL.get("state_size", 64)
-_RANDOM = DISTILL.get("random_heads", True)
-VARIANT_RE = r"k(\d+)-s(\d+)-(ranked|random)(\d*)"
-DISTILL_VARIANTS = list(dict.fromkeys(
-    [f"k{k}-s{_S}-ranked" for k in DISTILL.get("k", [])]
-    + [f"k{DISTILL.get('state_k')}-s{st}-ranked" for st in DISTILL.get("state_sizes", [])]
-    + [f"k{k}-s{_S}-random{d}" for k in ([k for k in DISTILL.get("k", []) if k > 0] if _RANDOM is True
-                                         else (_RANDOM or []))
-       for d in DISTILL.get("random_seeds", [1, 2, 3])]))
+# The students, by name (gna.experiments.distill_variants: k{k}-s{state}-ranked, k{k}-s{state}-random{draw}).
+DISTILL_VARIANTS = distill_variants(DISTILL)
 
 
 # What each stage runs with (budgets: steps, or tokens -> steps; see gna.experiments.distill_data).
@@ -85,8 +75,7 @@ if DISTILL and config["kv_probe"]["seed"] in KV_EVAL_SEEDS:
                      "hybrids' KV retrieval would be scored on the prompts their heads were selected on")
 DISTILL_RANKING = ("results/scan/{teacher}.ranking.csv" if DISTILL_SEPARATOR == config["kv_probe"]["separator"]
                    else "results/scan_distill/{teacher}.ranking.csv")
-KV_EVAL_PROBES = [f"results/probes/{probe_name(config['scan']['n_pairs'], s, DISTILL_SEPARATOR)}.examples.jsonl"
-                  for s in KV_EVAL_SEEDS]
+KV_EVAL_PROBES = [probe_path(seed=s, separator=DISTILL_SEPARATOR) for s in KV_EVAL_SEEDS]
 
 # Paper scale reads web data (fineweb-edu, finemath): rule distill_tokens tokenizes each mix once into
 # results/distill_data/<teacher>/<split>-<digest>/, where the Hub is reachable; every job below reads those
@@ -171,7 +160,7 @@ rule layer_swap_figure:
     conda:
         "../../envs/cpu.yaml"
     script:
-        "../scripts/report_hybrid.py"
+        "../scripts/layer_swap_figure.py"
 
 
 rule distill_matrices:
@@ -199,7 +188,7 @@ rule distill_matrices:
     conda:
         MODEL_ENV
     script:
-        "../scripts/distill_stage.py"
+        "../scripts/distill_matrices.py"
 
 
 rule distill_stage:
@@ -246,7 +235,7 @@ rule evaluate_hybrid:
         "results/hybrid/{teacher}/{variant}.csv",
     wildcard_constraints:
         teacher=r"[^/]+",
-        variant=r"teacher|k\d+-s\d+-(ranked|random\d+)",
+        variant=f"teacher|{VARIANT_WILDCARD}",
     params:
         spec=lambda wc: (model_spec(wc.teacher) if wc.variant == "teacher"
                          else {**LOCAL_SPEC, "path": f"results/hybrid/{wc.teacher}/{wc.variant}/stage3"}),
@@ -257,7 +246,6 @@ rule evaluate_hybrid:
         eval=eval_params(),
         micro_data=MICRO_DATA,
         kv_seeds=KV_EVAL_SEEDS,
-        variant_re=VARIANT_RE,
         data=DISTILL.get("data", {"source": "micro"}),
         heldout_batches=DISTILL.get("heldout_batches", 4),
         seed=DISTILL.get("seed", config["seed"]),
@@ -325,4 +313,4 @@ rule hybrid_tables:
     conda:
         "../../envs/cpu.yaml"
     script:
-        "../scripts/report_hybrid.py"
+        "../scripts/hybrid_tables.py"

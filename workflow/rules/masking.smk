@@ -83,7 +83,7 @@ rule ssm_masking_figure:
     conda:
         "../../envs/cpu.yaml"
     script:
-        "../scripts/report_hybrid.py"
+        "../scripts/ssm_masking_figure.py"
 
 
 rule hybrid_attention:
@@ -128,4 +128,4 @@ rule hybrid_attention_table:
     conda:
         "../../envs/cpu.yaml"
     script:
-        "../scripts/report_hybrid.py"
+        "../scripts/hybrid_attention_table.py"

@@ -5,12 +5,16 @@
 
 
 rule plan:
+    input:  # a change to the cluster profile, or (params) to the study's config, remakes the plan
+        os.path.join(workflow.basedir, "profiles/slurm/config.yaml"),
+        os.path.join(workflow.basedir, "profiles/slurm/gpu.yaml"),
     output:
         md="results/plan/plan.md",
         csv="results/plan/plan.csv",
     params:
         snakefile=workflow.main_snakefile,
-        profile=os.path.join(workflow.basedir, "profiles/slurm"),
+        profile=lambda wc, input: os.path.dirname(input[0]),
+        study=config,
     log:
         "logs/plan.log",
     conda:

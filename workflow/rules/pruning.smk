@@ -25,7 +25,7 @@ rule gradual_pruning:
     conda:
         MODEL_ENV
     script:
-        "../scripts/evaluate_condition.py"
+        "../scripts/gradual_pruning.py"
 
 
 rule minimal_model:

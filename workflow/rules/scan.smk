@@ -47,3 +47,23 @@ rule head_ranking_figure:
         "../../envs/cpu.yaml"
     script:
         "../scripts/head_ranking_figure.py"
+
+
+rule ga_heatmaps:
+    input:
+        models=[m for name in experiment_models("heatmaps") for m in model_input(name)],
+        ga=expand("results/scan/{model}.ga.csv", model=experiment_models("heatmaps")),
+        probe=probe_path(),
+    output:
+        png=report("figures/ga_heatmaps.png", caption="../report/ga_heatmaps.rst", category="Heads"),
+        pdf="figures/ga_heatmaps.pdf",
+    params:
+        specs={name: model_spec(name) for name in experiment_models("heatmaps")},
+    resources:
+        gpu=GPUS,
+    log:
+        "logs/figures/ga_heatmaps.log",
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/ga_heatmaps.py"

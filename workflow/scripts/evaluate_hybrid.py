@@ -1,11 +1,10 @@
 """Evaluate a distilled hybrid student (or its teacher): KV retrieval, SWDE-like, MMLU, knowledge,
 LAMBADA through lm-eval, plus perplexity on held-out distillation data."""
-import re
-
 import pandas as pd
 
 from gna.evaluate import TaskSuite
 from gna.experiments.distill_data import heldout_perplexity, make_stream
+from gna.experiments.distill_variants import parse_variant
 from gna.experiments.run import evaluation_rows
 from gna.io import write_csv
 from gna.models import describe, load_model
@@ -30,9 +29,9 @@ with job(snakemake) as log:
         n = sum(m.n_heads for m in describe(model).mixers if m.kind == "attention")
         rows["k"], rows["state_size"], rows["selection"], rows["kept_heads"] = n, pd.NA, "teacher", "all"
     else:
-        k, s, sel, draw = re.fullmatch(p.variant_re, variant).groups()
-        rows["k"], rows["state_size"], rows["selection"] = int(k), int(s), sel
-        rows["draw"] = int(draw) if draw else pd.NA
+        v = parse_variant(variant)
+        rows["k"], rows["state_size"], rows["selection"] = v.k, v.state, v.selection
+        rows["draw"] = pd.NA if v.draw is None else v.draw
         rows["kept_heads"] = " ".join(f"L{l}H{h}" for l, h in model.config.kept_heads) or "none"
     log.info("%s: held-out perplexity %.3f; %s", variant, ppl,
              rows[rows.metric.isin(["acc", "perplexity"])][["task", "metric", "value"]].to_string(index=False))

@@ -1,6 +1,6 @@
 """A multiple-choice task's rows {prompt, choices, answer}, as lm-eval builds them (masking experiment)."""
 from gna.evaluate import TaskSuite
-from gna.experiments.masking import export_mc_examples
+from gna.experiments.ssm_masking import export_mc_examples
 from gna.pipeline import job
 from gna.probes.kv import write_jsonl
 

@@ -1,7 +1,7 @@
 """Score MMLU-format and knowledge tasks with the SSM's G&A heads (named, or the scan's top) masked."""
 import pandas as pd
 
-from gna.experiments.masking import masking_rows, named_ssm_heads, ssm_ga_heads
+from gna.experiments.ssm_masking import masking_rows, named_ssm_heads, ssm_ga_heads
 from gna.io import write_csv
 from gna.models import load_model
 from gna.pipeline import config_hash, job, package_versions

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..evaluate import TaskSuite, evaluate, label, tidy
+from ..evaluate import TaskSuite, evaluate, tidy
+from ..interventions.vocabulary import label
 from ..models import load_model
 from ..pipeline import config_hash, package_versions
 

@@ -32,7 +32,7 @@ from ..errors import ConfigError, HeadIndexError
 from ..models import describe
 from ..models.description import ModelDescription
 from ..models.llamba import LlambaConfig, LlambaForCausalLM
-from .modeling import HybridConfig, HybridForCausalLM
+from ..models.hybrid_student import HybridConfig, HybridForCausalLM
 
 Z_IDENTITY_BIAS = 1.278464542761  # silu(b) = b * sigmoid(b) = 1
 

@@ -32,6 +32,27 @@ def check_hookable(model: nn.Module, mixers: list[Mixer]) -> None:
 
 
 @contextmanager
+def during_invocation(invocation: nn.Module | None, on_enter: Callable[[], None],
+                      on_leave: Callable[[], None]) -> Iterator[None]:
+    """Call ``on_enter`` when ``invocation`` starts its forward and ``on_leave`` when it returns.
+
+    A shared module (Zamba2's attention block, called from several layers) is hooked once for all
+    its invocations; an intervention on one invocation acts only between these two calls. With
+    ``invocation`` None (an unshared module) nothing is registered.
+    """
+    if invocation is None:
+        yield
+        return
+    handles = [invocation.register_forward_pre_hook(lambda module, args: on_enter()),
+               invocation.register_forward_hook(lambda module, args, output: on_leave())]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@contextmanager
 def rewrite_heads(mixer: Mixer, fn: HeadFn) -> Iterator[None]:
     """While active, the input of ``mixer.out_proj`` is replaced by ``fn`` of its heads.
 
@@ -48,18 +69,10 @@ def rewrite_heads(mixer: Mixer, fn: HeadFn) -> Iterator[None]:
         new = fn(x.unflatten(-1, (H, D))).flatten(-2)
         return (new.to(x.dtype),) + tuple(args[1:])
 
-    handles = [mixer.out_proj.register_forward_pre_hook(pre_hook)]
-    if mixer.invocation is not None:
-        def enter(module, args):
-            active[0] = True
-
-        def leave(module, args, output):
-            active[0] = False
-
-        handles.append(mixer.invocation.register_forward_pre_hook(enter))
-        handles.append(mixer.invocation.register_forward_hook(leave))
+    handle = mixer.out_proj.register_forward_pre_hook(pre_hook)
     try:
-        yield
+        with during_invocation(mixer.invocation, lambda: active.__setitem__(0, True),
+                               lambda: active.__setitem__(0, False)):
+            yield
     finally:
-        for h in handles:
-            h.remove()
+        handle.remove()

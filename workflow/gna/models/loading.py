@@ -141,7 +141,7 @@ def _load_model(spec: ModelSpec, with_tokenizer: bool):
     # A hub id's config decides the loader too (a Llamba id goes to the Llamba loader).
     raw = local if local is not None else _hub_config(spec)
     if raw is not None and raw.get("model_type") == "gna_hybrid":
-        from .. import hybrid  # noqa: F401  registers the retrieval-guided hybrid students
+        from . import hybrid_student  # noqa: F401  registers the retrieval-guided hybrid students
         model = AutoModelForCausalLM.from_pretrained(spec.path, **kwargs)
     elif spec.family == "llamba" or (raw is not None and llamba.is_llamba_config(raw)):
         model = llamba.load_llamba(spec.path, **kwargs)

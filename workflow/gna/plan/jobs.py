@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from ..architectures import config_of
+from ..experiments.distill_variants import parse_variant
 from . import estimate as E
 from .estimate import GB, Estimate, Hardware
 
@@ -210,8 +211,8 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
         if wc["variant"] == "teacher":
             info = t
         else:
-            k, st = re.match(r"k(\d+)-s(\d+)", wc["variant"]).groups()
-            info = E.student_info(t, int(k), int(st))
+            v = parse_variant(wc["variant"])
+            info = E.student_info(t, v.k, v.state)
         e = _eval_job(s, info, s.tasks("mmlu", "knowledge", "retrieval"))
         data = d.get("data") or {}
         held = int(d.get("heldout_batches", 4)) * int(data.get("batch_size", 8)) * int(data.get("seq_len", 2048))

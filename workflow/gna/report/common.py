@@ -1,6 +1,7 @@
 """Shared plotting and table helpers."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import matplotlib
@@ -11,7 +12,8 @@ import pandas as pd  # noqa: E402
 
 from ..io import atomic_path, write_csv, write_text  # noqa: E402
 
-PUBLISHED = Path(__file__).resolve().parents[3] / "data" / "published"
+PUBLISHED_ENV = "GNA_PUBLISHED"
+"""Where the published numbers are: the workflow sets it (common.smk: <repository>/data/published)."""
 ROLE_COLOURS = {"gather": "tab:blue", "aggregate": "tab:red", "-": "tab:gray"}
 
 # The chance convention, in one place: accuracy as a fraction (0-1). A percent table converts
@@ -51,8 +53,17 @@ def fmt_spread(mean: float, lo: float, hi: float, fmt: str = ".1f") -> str:
     return f"{format(mean, fmt)} [{format(lo, fmt)}, {format(hi, fmt)}]"
 
 
+def published_dir() -> Path:
+    """The folder of the paper's published numbers, as the workflow names it (``GNA_PUBLISHED``)."""
+    value = os.environ.get(PUBLISHED_ENV)
+    if not value:
+        raise FileNotFoundError(f"the folder of the published numbers is not set: the workflow sets {PUBLISHED_ENV}; "
+                                "outside it, set it to the repository's data/published")
+    return Path(value)
+
+
 def published(name: str) -> pd.DataFrame:
-    path = PUBLISHED / name
+    path = published_dir() / name
     if not path.is_file():
         raise FileNotFoundError(f"published numbers {path} are missing (they ship with the repository)")
     return pd.read_csv(path)

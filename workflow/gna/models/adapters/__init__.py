@@ -6,12 +6,12 @@ import weakref
 from torch import nn
 
 from ...errors import UnknownArchitectureError
-from ...hybrid.adapter import HybridAdapter
 from .attention import AttentionAdapter
 from .base import Adapter
 from .falcon_h1 import FalconH1Adapter
 from .gpt2 import GPT2Adapter
 from .granitemoehybrid import GraniteMoeHybridAdapter
+from .hybrid_student import HybridAdapter
 from .jamba import JambaAdapter
 from .llamba import LlambaAdapter
 from .phi import PhiAdapter

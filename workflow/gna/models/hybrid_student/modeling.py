@@ -33,8 +33,8 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.llama.modeling_llama import (LlamaRotaryEmbedding, apply_rotary_pos_emb,
                                                       eager_attention_forward)
 
-from ..models.llamba import LlambaConfig, LlambaDecoderLayer, LlambaForCausalLM, LlambaModel
-from ..models.llamba.modeling import LlambaPreTrainedModel, LlambaRMSNorm
+from ..llamba import LlambaConfig, LlambaDecoderLayer, LlambaForCausalLM, LlambaModel
+from ..llamba.modeling import LlambaPreTrainedModel, LlambaRMSNorm
 
 
 @strict
@@ -81,7 +81,7 @@ class KeptHeadsAttention(nn.Module):
     """Llama attention over ``n_heads`` heads, each with its own K/V (no grouping).
 
     Dispatches through transformers' ``AttentionInterface`` on ``config._attn_implementation``
-    (the model's config), like Llama, so :func:`gna.masking.masked_mixers` and
+    (the model's config), like Llama, so :func:`gna.interventions.masked_mixing.masked_mixers` and
     :func:`gna.mixing.eager_attention` work on it unchanged.
     """
 

@@ -1,4 +1,4 @@
-"""Adapter for the hybrid student (``model_type="gna_hybrid"``), for ``gna.models.ADAPTERS``.
+"""Adapter for the hybrid student (``model_type="gna_hybrid"``, :mod:`gna.models.hybrid_student`).
 
 Each layer has its discrete Mamba-2 mixer and, where heads are kept, an attention mixer whose
 heads are the kept teacher heads in ``config.attn_heads[layer]`` order (student head j = teacher
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from ..models.adapters.base import Adapter
-from ..models.description import Mixer
+from ..description import Mixer
+from .base import Adapter
 
 
 class HybridAdapter(Adapter):

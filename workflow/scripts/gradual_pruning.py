@@ -1,4 +1,4 @@
-"""Evaluate one model under one fixed list of interventions (e.g. a truncation depth)."""
+"""Fig. 2: one model truncated to a depth (its first n layers), evaluated on MMLU and knowledge."""
 from gna.experiments.run import evaluation_rows
 from gna.io import write_csv
 from gna.pipeline import job

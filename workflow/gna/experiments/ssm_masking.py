@@ -1,7 +1,7 @@
 """Masking the SSM's G&A heads on MMLU-format prompts (slides, section 5; PROTOCOL 6).
 
 Per prompt, the chosen heads' token-mixing matrices are multiplied by a mask built from the
-prompt's answer-choice segments (:func:`gna.masking.segment_mmlu_prompt`):
+prompt's answer-choice segments (:func:`gna.ga_masks.segment_mmlu_prompt`):
 
 - ``none``: all ones (the model itself, through the same masked code path);
 - ``full``: the chosen heads are zeroed (they mix nothing);
@@ -20,13 +20,14 @@ import pandas as pd
 import torch
 
 from ..errors import ProbeError
-from ..masking import ga_head_masks, masked_mixers, segment_mmlu_prompt, stack_masks
+from ..ga_masks import ga_head_masks, segment_mmlu_prompt, stack_masks
+from ..interventions.masked_mixing import masked_mixers
 from ..models import describe
 from ..probes.scoring import batch_choice_logprobs, encode, iter_batches
 
 log = logging.getLogger(__name__)
 
-SSM_KINDS = ("mamba2", "discrete-mamba2")  # the SSM mixers gna.masking can mask
+SSM_KINDS = ("mamba2", "discrete-mamba2")  # the SSM mixers masked_mixers can mask
 MODES = ("none", "full", "pattern")
 
 

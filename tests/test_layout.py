@@ -1,0 +1,44 @@
+"""One hop from a rule to its code: every rule's script is named after the rule, every script
+serves a rule, and every experiment's table and figure rules sit in its own rule file."""
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RULES = ROOT / "workflow/rules"
+
+
+def rule_blocks() -> dict[str, tuple[str, str]]:
+    """rule -> (its rule file, its block)."""
+    out = {}
+    for path in sorted(RULES.glob("*.smk")):
+        parts = re.split(r"^rule (\w+):", path.read_text(), flags=re.M)
+        out.update({name: (path.name, body) for name, body in zip(parts[1::2], parts[2::2])})
+    return out
+
+
+def test_every_rule_script_is_named_after_its_rule_and_every_script_serves_one():
+    scripts = {}
+    for name, (_, body) in rule_blocks().items():
+        m = re.search(r'script:\s*\n\s*"\.\./scripts/(\w+)\.py"', body)
+        if m:
+            scripts[name] = m.group(1)
+    assert {r: s for r, s in scripts.items() if r != s} == {}
+    on_disk = {p.stem for p in (ROOT / "workflow/scripts").glob("*.py")}
+    assert on_disk == set(scripts.values()), sorted(on_disk ^ set(scripts.values()))
+
+
+def test_no_script_branches_on_its_rule():
+    for path in (ROOT / "workflow/scripts").glob("*.py"):
+        assert "snakemake.rule" not in path.read_text(), path.name
+
+
+def test_figure_rules_sit_beside_their_experiments():
+    where = {name: f for name, (f, _) in rule_blocks().items()}
+    for table, experiment in {"head_keeping_table": "head_keeping", "kv_pairs_figure": "kv_pairs",
+                              "topk_tables": "topk_removal", "topk_figure": "topk_removal",
+                              "ssm_masking_figure": "ssm_masking", "hybrid_attention_table": "hybrid_attention",
+                              "layer_swap_figure": "layer_swap", "hybrid_tables": "evaluate_hybrid",
+                              "pruning_figures": "individual_pruning", "head_ranking_figure": "head_scan",
+                              "ga_heatmaps": "head_scan"}.items():
+        assert where[table] == where[experiment], (table, where[table], where[experiment])
+    assert set(n for n, f in where.items() if f == "report.smk") == {"findings"}

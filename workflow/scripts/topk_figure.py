@@ -1,0 +1,9 @@
+"""The top-k removal figure, from its table."""
+import pandas as pd
+
+from gna.pipeline import job
+from gna.report import heads
+from gna.report.common import save_figure
+
+with job(snakemake):
+    save_figure(heads.topk_figure(pd.read_csv(snakemake.input[0])), snakemake.output.png, snakemake.output.pdf)
