@@ -45,7 +45,6 @@ def imports_at_load(mod: str, path: Path) -> set[str]:
                 name = ".".join(parts[:i])
                 if name in MODULES and name.startswith("gna"):
                     out.add(name)
-    own = set(mod.split(".")[:1])
     own = {".".join(mod.split(".")[:i]) for i in range(1, mod.count(".") + 2)}
     return out - own  # a module's own packages are already being imported: not an edge
 

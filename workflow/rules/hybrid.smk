@@ -272,10 +272,8 @@ rule distill_tokens:
         name=r"(train|heldout)-[0-9a-f]{10}",
     params:
         spec=lambda wc: model_spec(wc.teacher),
-        data=lambda wc: TOKEN_SETS[f"results/distill_data/{wc.teacher}/{wc.name}"]["data"],
-        split=lambda wc: TOKEN_SETS[f"results/distill_data/{wc.teacher}/{wc.name}"]["split"],
-        seed=lambda wc: TOKEN_SETS[f"results/distill_data/{wc.teacher}/{wc.name}"]["seed"],
-        rows=lambda wc: TOKEN_SETS[f"results/distill_data/{wc.teacher}/{wc.name}"]["rows"],
+        # data (the mix), split, seed, rows (gna.experiments.token_shards.token_sets)
+        tokens=lambda wc, output: {k: v for k, v in TOKEN_SETS[output[0]].items() if k != "readers"},
     threads: max(THREADS, 8)
     log:
         "logs/distill_data/{teacher}/{name}.log",

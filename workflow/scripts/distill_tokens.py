@@ -1,20 +1,23 @@
 """Tokenize the web data stream once into shard files (rule distill_tokens; needs the Hub)."""
 import os
 
-from gna.experiments.distill_data import WebStream, web_sources
-from gna.experiments.token_shards import write_token_shards
-from gna.models import ModelSpec
-from gna.models.loading import load_tokenizer
-from gna.pipeline import job
+# The only job that reads the Hub: the workflow runs offline otherwise (common.smk). Set before
+# huggingface_hub and datasets are imported, which read these once, at import.
+os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "0"
+
+from gna.experiments.token_shards import write_token_shards  # noqa: E402
+from gna.experiments.web_stream import WebStream, web_sources  # noqa: E402
+from gna.models import ModelSpec  # noqa: E402
+from gna.models.loading import load_tokenizer  # noqa: E402
+from gna.pipeline import job  # noqa: E402
 
 with job(snakemake) as log:
-    p = snakemake.params
-    # the only job that reads the Hub's data sets: the workflow runs offline otherwise
-    os.environ["HF_DATASETS_OFFLINE"] = "0"
+    p, t = snakemake.params, snakemake.params.tokens
     os.environ["TOKENIZERS_PARALLELISM"] = "true" if snakemake.threads > 1 else "false"
     tok = load_tokenizer(ModelSpec.from_dict(p.spec))
-    stream = WebStream(tok, web_sources(p.data), int(p.data.get("seq_len", 2048)), batch_size=256, seed=p.seed,
-                       mixing=p.data.get("mixing", "sample"), split=p.split)
-    index = write_token_shards(stream, snakemake.output[0], int(p.rows),
-                               source={"data": p.data, "split": p.split, "seed": p.seed, "tokenizer": p.spec["path"]})
+    data = t["data"]
+    stream = WebStream(tok, web_sources(data), data["seq_len"], batch_size=256, seed=t["seed"], mixing=data["mixing"],
+                       split=t["split"])
+    index = write_token_shards(stream, snakemake.output[0], int(t["rows"]),
+                               source={**t, "tokenizer": p.spec["path"]})
     log.info("%d rows of %d tokens in %d shards", index["rows"], index["seq_len"], len(index["shards"]))

@@ -143,29 +143,23 @@ def heldout_perplexity(model, stream, n_batches: int) -> float:
     import torch
 
     with torch.no_grad():
-        return _perplexity(model, stream, n_batches)
-
-
-def _perplexity(model, stream, n_batches: int) -> float:
-    import torch
-
-    device = next(model.parameters()).device
-    batches = (stream(i) for i in range(n_batches)) if callable(stream) else stream
-    nll, count = 0.0, 0
-    for i, b in enumerate(batches):
-        if i >= n_batches:
-            break
-        ids = b["input_ids"].to(device)
-        am = b.get("attention_mask")
-        am = torch.ones_like(ids) if am is None else am.to(device)
-        logits = model(input_ids=ids, attention_mask=am, use_cache=False).logits[..., :-1, :].float()
-        vocab = getattr(model.config, "vocab_size", logits.shape[-1])
-        lp = logits[..., :vocab].log_softmax(-1).gather(-1, ids[:, 1:, None])[..., 0]
-        labels = b.get("labels")
-        w = (am[:, 1:] * am[:, :-1]).float() if labels is None else (labels[:, 1:] != -100).float().to(device)
-        nll -= float((lp * w).sum())
-        count += int(w.sum())
-    return math.exp(nll / max(count, 1))
+        device = next(model.parameters()).device
+        batches = (stream(i) for i in range(n_batches)) if callable(stream) else stream
+        nll, count = 0.0, 0
+        for i, b in enumerate(batches):
+            if i >= n_batches:
+                break
+            ids = b["input_ids"].to(device)
+            am = b.get("attention_mask")
+            am = torch.ones_like(ids) if am is None else am.to(device)
+            logits = model(input_ids=ids, attention_mask=am, use_cache=False).logits[..., :-1, :].float()
+            vocab = getattr(model.config, "vocab_size", logits.shape[-1])
+            lp = logits[..., :vocab].log_softmax(-1).gather(-1, ids[:, 1:, None])[..., 0]
+            labels = b.get("labels")
+            w = (am[:, 1:] * am[:, :-1]).float() if labels is None else (labels[:, 1:] != -100).float().to(device)
+            nll -= float((lp * w).sum())
+            count += int(w.sum())
+        return math.exp(nll / max(count, 1))
 
 
 # --------------------------------------------------------------------------------- checkpoints

@@ -35,21 +35,13 @@ def _web(data: dict | None) -> bool:
     return (data or {}).get("source", "micro") == "web"
 
 
-def _mix(data: dict) -> dict:
-    """The settings of a web data config that decide its rows (not batch sizes or per-stage keys)."""
-    from .web_stream import web_sources
-
-    return {"source": "web", "sources": web_sources(data), "seq_len": int(data.get("seq_len", 2048)),
-            "mixing": data.get("mixing", "sample")}
-
-
 def token_sets(config: dict) -> dict[str, dict]:
     """Every folder of prepared web tokens the study's jobs read, ``path -> {"teacher", "data",
     "split", "seed", "rows", "readers"}`` (``readers``: ``align``, ``stage1``-``stage3``,
     ``heldout``). Jobs reading the same mix share a folder, holding the rows of the longest of
     them: stages 2 and 3 of the paper preset read one 2e10-token folder. Empty for micro data."""
     from .distill_data import stage_data, stage_steps
-    from .web_stream import token_set_name
+    from .web_stream import token_set_name, web_mix
 
     ex = config.get("experiments") or {}
     sets: dict[str, dict] = {}
@@ -58,7 +50,7 @@ def token_sets(config: dict) -> dict[str, dict]:
         if not _web(data):
             return
         path = f"{ROOT}/{teacher}/{token_set_name(data, split, seed)}"
-        entry = sets.setdefault(path, {"teacher": teacher, "data": _mix(data), "split": split, "seed": int(seed),
+        entry = sets.setdefault(path, {"teacher": teacher, "data": web_mix(data), "split": split, "seed": int(seed),
                                        "rows": 0, "readers": []})
         entry["rows"] = max(entry["rows"], int(rows))
         entry["readers"].append(reader)

@@ -45,13 +45,20 @@ def is_heldout(text: str) -> bool:
     return int.from_bytes(hashlib.sha1(text.encode("utf-8", "replace")).digest()[:8], "big") % HELDOUT_EVERY == 0
 
 
+def web_mix(data: dict) -> dict:
+    """The settings of a web data config that decide its rows (not batch sizes or per-stage keys)."""
+    return {"source": "web", "sources": web_sources(data), "seq_len": int(data.get("seq_len", 2048)),
+            "mixing": data.get("mixing", "sample")}
+
+
 def token_set_name(data: dict, split: str, seed: int) -> str:
     """The folder name of the prepared tokens of ``data`` (``<split>-<digest>``): every setting that
-    changes the rows (sources, mixing, seq_len, seed), nothing that does not (batch sizes)."""
+    changes the rows (:func:`web_mix`, the seed, the split), nothing that does not (batch sizes)."""
     if split not in SPLITS:
         raise ConfigError(f"token split {split!r} is not one of {SPLITS}")
-    key = {"sources": web_sources(data), "seq_len": int(data.get("seq_len", 2048)),
-           "mixing": data.get("mixing", "sample"), "seed": int(seed), "split": split}
+    mix = web_mix(data)
+    key = {"sources": mix["sources"], "seq_len": mix["seq_len"], "mixing": mix["mixing"], "seed": int(seed),
+           "split": split}
     return f"{split}-{hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]}"
 
 
@@ -122,7 +129,6 @@ class WebStream:
     def _token_lists(self) -> Iterator[list[int]]:
         tok = self.tokenizer
         bos, eos = tok.bos_token_id, tok.eos_token_id
-        group: list[str] = []
         docs = self._documents()
         while True:
             group = [t for _, t in zip(range(TOKENIZE_DOCS), docs)]

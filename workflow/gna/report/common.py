@@ -69,6 +69,14 @@ def published(name: str) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
+def model_panels(table: pd.DataFrame, title: str):
+    """``(fig, [(model, its rows, its axes)])``: one 4 x 3.2 panel per model of ``table``, in order."""
+    models = list(dict.fromkeys(table.model))
+    fig, axes = plt.subplots(1, len(models), figsize=(4 * len(models), 3.2), squeeze=False)
+    fig.suptitle(title, fontsize=10)
+    return fig, [(m, table[table.model == m], ax) for m, ax in zip(models, axes[0])]
+
+
 def save_figure(fig, png, pdf=None) -> None:
     """PNG and PDF, each written atomically. Metadata pinned so reruns give the same bytes."""
     with atomic_path(png) as tmp:

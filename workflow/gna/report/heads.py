@@ -5,7 +5,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from ..experiments.pruning import metric_by
-from .common import fmt_spread, published, save_figure, spread, write_table
+from .common import fmt_spread, model_panels, published, save_figure, spread, write_table
 
 ROLE_TASKS = ("mmlu", "knowledge")
 
@@ -96,11 +96,8 @@ def kv_pairs_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def kv_pairs_figure(table: pd.DataFrame):
-    models = list(dict.fromkeys(table.model))
-    fig, axes = plt.subplots(1, len(models), figsize=(4 * len(models), 3.2), squeeze=False)
-    fig.suptitle("KV retrieval vs number of pairs (Fig. 4); bars: min-max over probe seeds", fontsize=10)
-    for ax, model in zip(axes[0], models):
-        df = table[table.model == model]
+    fig, panels = model_panels(table, "KV retrieval vs number of pairs (Fig. 4); bars: min-max over probe seeds")
+    for model, df, ax in panels:
         for cond, sub in df.groupby("condition", sort=False):
             sub = sub.sort_values("n_pairs")
             err = [sub.accuracy - sub.accuracy_min, sub.accuracy_max - sub.accuracy]

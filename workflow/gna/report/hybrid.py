@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from .common import CHANCE as CHANCE_BY_ROLE
-from .common import chance_of, fmt_spread, near_chance, published, save_figure, spread, write_table
+from .common import chance_of, fmt_spread, model_panels, near_chance, published, save_figure, spread, write_table
 from .heads import role_scores, topk_table
 
 CHANCE = 100 * CHANCE_BY_ROLE["mmlu"]  # four-choice MMLU in percent, for the plots' chance lines
@@ -47,11 +47,8 @@ def masking_table(df: pd.DataFrame, mmlu_tasks: list[str]) -> pd.DataFrame:
 
 
 def masking_figure(table: pd.DataFrame):
-    models = list(dict.fromkeys(table.model))
-    fig, axes = plt.subplots(1, len(models), figsize=(4 * len(models), 3.2), squeeze=False)
-    fig.suptitle("Masking the SSM's top G&A heads (none / fully / all but the G&A pattern)", fontsize=10)
-    for ax, model in zip(axes[0], models):
-        sub = table[table.model == model]
+    fig, panels = model_panels(table, "Masking the SSM's top G&A heads (none / fully / all but the G&A pattern)")
+    for model, sub, ax in panels:
         x = range(len(sub))
         ax.bar([i - 0.2 for i in x], sub.mmlu, 0.4, label="MMLU-format", color="tab:red")
         ax.bar([i + 0.2 for i in x], sub.knowledge, 0.4, label="knowledge", color="tab:blue")
