@@ -149,7 +149,7 @@ def test_config_check_of_channel_group_on_a_local_model(tiny_model_dir):
 
 
 def test_the_mamba1_adapter_refuses_a_channel_group_at_load(tiny_model_dir, tmp_path, capsys):
-    with pytest.raises(ConfigError, match=r"adapter_options\.channel_group = 5 must be a positive divisor of the "
+    with pytest.raises(ConfigError, match=r"adapter_options\.channel_group = 5 does not divide the "
                                           r"Mamba inner width 64"):
         load_model({"path": tiny_model_dir("mamba1"), "adapter_options": {"channel_group": 5}})
     assert main(["scan", tiny_model_dir("mamba1"), "--channel-group", "5", "--out", str(tmp_path / "o")]) == 2

@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from gna.experiments.heads import keeping_plan, mmlu_heads, named_role_heads, role_heads
+from gna.experiments.head_selection import keeping_plan, mmlu_heads, named_role_heads, role_heads
 from gna.experiments.pruning import critical_layers, critical_pair, critical_table
 from gna.interventions import last_positions, mask_last_row
 from gna.models import describe

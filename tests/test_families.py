@@ -16,8 +16,8 @@ from gna.errors import UnknownArchitectureError
 from gna.interventions import ablate_heads, capture_layer_inputs, start_at_layer, truncate
 from gna.mixing import mamba2_apply, mamba2_terms
 from gna.models import adapter_for, attach_adapter, describe, load_model
-from gna.models.adapters import AttentionAdapter
-from gna.models.tiny import MORE_FAMILIES, build_tiny_model
+from gna.models.adapters.attention import AttentionAdapter
+from gna.models.tiny import ALL_FAMILIES, MORE_FAMILIES, build_tiny_model
 from gna.probes.kv import generate_kv_probe
 from gna.probes.scoring import encode
 from gna.scan import naive_scan_heads, scan_heads
@@ -80,13 +80,17 @@ def test_describes_every_token_mixer_with_its_heads(tiny_model, family):
         assert found == {id(m.module) for m in desc.mixers_in(i)}, f"layer {i}"
 
 
-@pytest.mark.parametrize("family", MORE_FAMILIES)
-def test_config_check_counts_the_heads_the_adapter_describes(tiny_model_dir, tiny_model, family):
-    """``gna.config_checks.structure`` (k <= heads checks, before any job) reads config.json alone."""
+@pytest.mark.parametrize("family", ALL_FAMILIES)
+@pytest.mark.parametrize("shape", [{}, {"layers": 3, "hidden": 64, "heads": 2}])
+def test_config_check_counts_the_heads_the_adapter_describes(tiny_model_dir, tiny_model, family, shape):
+    """``gna.config_checks.structure`` (k <= heads checks, before any job) reads config.json alone,
+    through the family's adapter: the same numbers as the loaded model's description."""
     spec = SCAN_SPEC.get(family, {})
-    model, _ = tiny_model(family, spec=spec)
-    d = tiny_model_dir(family)
-    assert structure({"path": d, **spec}, d, family) == (2, describe(model).n_heads_total)
+    model, _ = tiny_model(family, spec=spec, **shape)
+    d = tiny_model_dir(family, **shape)
+    want = (shape.get("layers", 2), describe(model).n_heads_total)
+    assert structure({"path": d, **spec}, d, family) == want
+    assert type(adapter_for(model)).structure(model.config.to_dict(), **spec.get("adapter_options", {})) == want
 
 
 @pytest.mark.parametrize("family", MORE_FAMILIES)
@@ -217,17 +221,19 @@ def test_granite_or_jamba_attention_layer_first_is_not_taken_for_attention():
 
 
 def test_unsupported_architectures_are_refused_by_name(tmp_path):
-    families = r"attention.*mamba1.*mamba2.*zamba2.*llamba.*jamba.*falcon-h1.*granitemoehybrid.*gpt2.*phi"
     rwkv = tf.RwkvForCausalLM(tf.RwkvConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
                                             attention_hidden_size=16, intermediate_size=32))
     rwkv.save_pretrained(tmp_path / "rwkv")
-    with pytest.raises(UnknownArchitectureError, match=r"unsupported architecture RwkvForCausalLM.*" + families):
+    with pytest.raises(UnknownArchitectureError, match=r"unsupported architecture RwkvForCausalLM.*supported "
+                                                       r"families: attention \(Llama") as e:
         load_model({"path": str(tmp_path / "rwkv")}, with_tokenizer=False)
+    for family in ("mamba1", "mamba2", "zamba2", "llamba", "jamba", "falcon-h1", "granitemoehybrid", "gpt2", "phi"):
+        assert f"; {family} (" in str(e.value)
     # A made-up hybrid: a Llama whose layer 1 also runs a Mamba-2 mixer the adapters do not know.
     llama = build_tiny_model("llama")
     llama.model.layers[1].ssm = tf.Mamba2Model(tf.Mamba2Config(
         num_heads=4, head_dim=16, hidden_size=32, num_hidden_layers=1, n_groups=1, vocab_size=8)).layers[0].mixer
-    with pytest.raises(UnknownArchitectureError, match=r"LlamaForCausalLM.*layer 1.*ssm \(Mamba2Mixer\).*" + families):
+    with pytest.raises(UnknownArchitectureError, match=r"LlamaForCausalLM.*layer 1.*ssm \(Mamba2Mixer\).*" + r"supported families: attention"):
         attach_adapter(llama)
     # GPT-2 as the decoder of an encoder-decoder pair: a cross-attention mixer per layer.
     gpt2 = tf.GPT2LMHeadModel(tf.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50, add_cross_attention=True))

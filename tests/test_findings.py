@@ -5,7 +5,7 @@ carry mean and spread (top-k with its random control, Fig. 4 over probe seeds, p
 import pandas as pd
 import pytest
 
-from gna.report import common, findings, heads, hybrid
+from gna.report import common, findings, heads, hybrid_distillation, layer_swap, ssm_masking
 
 
 def write(folder, name, rows):
@@ -22,7 +22,8 @@ def one(rows, model=None):
 # --- the chance convention --------------------------------------------------------------------
 
 def test_one_chance_convention():
-    assert hybrid.CHANCE == 100 * common.CHANCE["mmlu"] == 25.0
+    assert not hasattr(ssm_masking, "CHANCE") and not hasattr(layer_swap, "CHANCE")   # their chance lines: common's
+    assert 100 * common.chance_of("mmlu") == 100 * common.CHANCE["mmlu"] == 25.0
     assert common.near_chance(0.34, 0.25) and not common.near_chance(0.36, 0.25)
     assert common.near_chance(34.0, 0.25, 100) and not common.near_chance(36.0, 0.25, 100)
     assert common.chance_of("mmlu", 0.2) == 0.2 and common.chance_of("swde") == 0.0
@@ -240,7 +241,7 @@ def test_random_students_pool_into_mean_and_min_max_over_draws():
                          student("k1-s16-random1", "random", 1, 20.0, 1, "L3H2"),
                          student("k1-s16-random2", "random", 1, 50.0, 2, "L1H1"),
                          student("k1-s16-random3", "random", 1, 80.0, 3, "L0H1")])
-    pooled = hybrid.pool_draws(ours)
+    pooled = hybrid_distillation.pool_draws(ours)
     r = pooled[pooled.selection == "random"].iloc[0]
     assert len(pooled) == 2 and r.variant == "k1-s16-random" and r.draws == 3
     assert (r.kv_retrieval, r.kv_retrieval_min, r.kv_retrieval_max) == pytest.approx((50, 20, 80))
@@ -254,12 +255,12 @@ def distill_table(ranked_kv, random_kvs):
                          student("k1-s16-ranked", "ranked", 1, ranked_kv)]
                         + [student(f"k1-s16-random{d}", "random", 1, v, d) for d, v in enumerate(random_kvs, 1)]
                         + [student("teacher", "teacher", 8, 100.0, heads_="all")])
-    return hybrid.pool_draws(ours).assign(source="ours")
+    return hybrid_distillation.pool_draws(ours).assign(source="ours")
 
 
 def test_ranked_heads_beat_random_ones_only_beyond_every_draw():
     def verdict(ranked_kv, random_kvs):
-        rows = hybrid.distillation_findings(distill_table(ranked_kv, random_kvs), None)
+        rows = findings.hybrids.distillation_findings(distill_table(ranked_kv, random_kvs), None)
         return next(r for r in rows if "random heads" in r["claim"])
 
     assert verdict(100.0, [20.0, 50.0, 80.0])["verdict"] == "holds"
@@ -272,7 +273,7 @@ def test_ranked_heads_beat_random_ones_only_beyond_every_draw():
 def test_distillation_claims_are_na_when_the_teacher_does_not_retrieve():
     t = distill_table(100.0, [20.0, 50.0, 80.0])
     t.loc[t.selection == "teacher", "kv_retrieval"] = 5.0
-    assert [r["verdict"] for r in hybrid.distillation_findings(t, None)] == ["n/a"]
+    assert [r["verdict"] for r in findings.hybrids.distillation_findings(t, None)] == ["n/a"]
 
 
 # --- SSM vs transformer redundancy at an equal share of heads ----------------------------------

@@ -18,7 +18,7 @@ from gna.micro.world import WorldConfig
 from gna.models import describe
 from gna.models.tiny import build_tiny_model
 from gna.probes.scoring import encode, score
-from gna.report import hybrid
+from gna.report import findings, hybrid_distillation
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ROOT / "data/micro/tasks"
@@ -148,16 +148,18 @@ def hybrid_results(tmp_path):
 def test_hybrid_tables_put_the_published_rows_under_ours_and_findings_read_them(tmp_path):
     roles = {"mmlu": ["mmlu"], "lambada": ["lambada_openai"], "swde": ["swde"], "knowledge": ["arc_easy", "piqa"]}
     f = tmp_path / "figures"
-    heads, state = hybrid.make_hybrid(hybrid_results(tmp_path), roles, "llama-1b", 64, 20, f / "h.png", f / "h.pdf",
-                                      f / "hybrid_heads.csv", f / "hybrid_heads.md", f / "hybrid_state_size.csv",
-                                      f / "hybrid_state_size.md")
+    heads, state = hybrid_distillation.make_hybrid(hybrid_results(tmp_path), roles, "llama-1b", 64, 20, f / "h.png",
+                                                   f / "h.pdf", f / "hybrid_heads.csv", f / "hybrid_heads.md",
+                                                   f / "hybrid_state_size.csv", f / "hybrid_state_size.md")
     paper = heads[(heads.source == "paper")].set_index("k")
     assert paper.loc[0, "kv_retrieval"] == 13.2 and paper.loc[512, "mmlu"] == 46.0 and 10 in paper.index
     assert list(heads.columns[5:8]) == ["arc_easy", "piqa", "knowledge_avg"]  # knowledge first, then retrieval
     assert list(state[state.source == "paper"].kv_retrieval) == [72.6, 99.3]
     assert (f / "h.png").stat().st_size > 0
-    found = {r["claim"].split(":")[1][:30]: r for r in hybrid.findings_rows(f)}
+    found = {r["claim"].split(":")[1][:30]: r for r in findings.hybrids.distillation(f)}
     assert len(found) == 5 and all(r["verdict"] in ("holds", "partly", "does not hold") for r in found.values())
     kv = next(r for r in found.values() if "KV 13.2%" in r["claim"])
     assert kv["verdict"] == "holds" and "k=0 13.0" in kv["evidence"]
-    assert hybrid.findings_rows(tmp_path / "nothing") == []
+    nothing = tmp_path / "nothing"
+    assert [check(nothing) for check in (findings.ssm_masking, findings.hybrid_attention, findings.layer_swap,
+                                         findings.distillation)] == [[], [], [], []]

@@ -42,3 +42,23 @@ def test_figure_rules_sit_beside_their_experiments():
                               "ga_heatmaps": "head_scan"}.items():
         assert where[table] == where[experiment], (table, where[table], where[experiment])
     assert set(n for n, f in where.items() if f == "report.smk") == {"findings"}
+
+
+# Packages named after the architecture they hold, each with transformers' modeling.py layout.
+ARCHITECTURE_MODULES = {"modeling.py", "configuration.py", "kernels.py"}
+
+
+def test_modules_of_one_name_are_one_concept_at_several_layers():
+    """Two library modules share a name only where they are one concept at two layers (run, report,
+    verdict), and then their docstrings say so; anything else gets a name that says what it holds."""
+    import ast
+
+    by_name: dict[str, list[Path]] = {}
+    for p in (ROOT / "workflow/gna").rglob("*.py"):
+        if p.name != "__init__.py" and p.name not in ARCHITECTURE_MODULES:
+            by_name.setdefault(p.name, []).append(p)
+    for name, paths in by_name.items():
+        if len(paths) > 1:
+            for p in paths:
+                doc = ast.get_docstring(ast.parse(p.read_text())) or ""
+                assert "One concept at" in doc, f"{p.relative_to(ROOT)} shares its name with {len(paths) - 1} other(s)"

@@ -10,6 +10,7 @@ import pytest
 import torch
 import yaml
 
+from gna.config_schema import with_defaults
 from gna.errors import ConfigError
 from gna.experiments.distill_data import WebStream, make_stream, stage_data
 from gna.hybrid import build_student, distill, lr_factor, stage_options, stage_trainable
@@ -215,7 +216,7 @@ def test_paper_preset_selects_mohawks_recipe_and_micro_keeps_its_own():
     block = helpers + "\n" + src[src.index("DISTILL_STAGE = {"):src.index("HYBRID_OUTPUTS")]
     stages = {}
     for name, path in (("paper", "workflow/configs/paper.yaml"), ("micro", "config.yaml")):
-        cfg = yaml.safe_load((ROOT / path).read_text())
+        cfg = with_defaults(yaml.safe_load((ROOT / path).read_text()))   # as the workflow validates it
         ns = dict(DISTILL=cfg["experiments"]["hybrid_distillation"], config=cfg,
                   STAGE_NAMES={1: "matrices", 2: "hidden_states", 3: "end_to_end"})
         exec(block, ns)

@@ -181,11 +181,15 @@ def test_profile_gives_every_gpu_rule_a_gpu_partition_and_cpu_rules_none(tmp_pat
     gpu_rules = {name for name, res in rules.items() if "gpu" in res}
     assert "head_scan" in gpu_rules
     assert gpu_rules <= set(per_rule), f"set-resources lacks GPU rules: {sorted(gpu_rules - set(per_rule))}"
-    # also the rules of files not included yet: every `rule x:` block that declares `gpu=`
+    # also the rules of files not included yet: every `rule x:` block that asks for a GPU (`**MODEL_RESOURCES`
+    # or `gpu=`), found in the text as gna.plan finds them
+    from gna.plan.jobs import GPU_RESOURCES
+
     parts = re.split(r"^rule (\w+):", "\n".join(p.read_text() for p in sorted((ROOT / "workflow/rules").glob("*.smk"))),
                      flags=re.M)
     blocks = dict(zip(parts[1::2], parts[2::2]))
-    declared = {name for name, body in blocks.items() if re.search(r"^\s+gpu\s*=", body, re.M)}
+    declared = {name for name, body in blocks.items() if GPU_RESOURCES.search(body)}
+    assert gpu_rules <= declared, f"not found in the rule text: {sorted(gpu_rules - declared)}"
     assert declared <= set(per_rule), f"set-resources lacks GPU rules: {sorted(declared - set(per_rule))}"
     assert set(per_rule) <= set(blocks), f"set-resources names unknown rules: {sorted(set(per_rule) - set(blocks))}"
     for name in per_rule:

@@ -9,6 +9,7 @@ import pytest
 import torch
 import yaml
 
+from gna.config_schema import with_defaults
 from gna.errors import ConfigError
 from gna.experiments import web_stream as W
 from gna.experiments.distill_data import make_stream
@@ -95,7 +96,7 @@ def test_prepared_tokens_equal_the_stream_and_feed_make_stream(tok, local_source
 
 
 def paper_config():
-    return yaml.safe_load((ROOT / "workflow/configs/paper.yaml").read_text())
+    return with_defaults(yaml.safe_load((ROOT / "workflow/configs/paper.yaml").read_text()))
 
 
 def test_the_paper_preset_prepares_each_mix_once_with_the_rows_of_its_longest_reader():
@@ -107,7 +108,7 @@ def test_the_paper_preset_prepares_each_mix_once_with_the_rows_of_its_longest_re
     assert sets[by_reader["stage1"]]["rows"] == 146_496  # ceil(3e8 / (64 x 2048)) steps x 64
     assert sets[by_reader["heldout"]]["rows"] == 16 * 32 and sets[by_reader["heldout"]]["split"] == "heldout"
     assert tokens_of(sets, "stage2") == [by_reader["stage2"]] and tokens_of(sets, "align") == []
-    micro = yaml.safe_load((ROOT / "config.yaml").read_text())
+    micro = with_defaults(yaml.safe_load((ROOT / "config.yaml").read_text()))
     assert token_sets(micro) == {}
 
 

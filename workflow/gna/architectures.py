@@ -53,34 +53,15 @@ def config_of(source: str | None) -> dict | None:
     return local_config(source) or shipped_config(source)
 
 
-# -- family -----------------------------------------------------------------------------------
-
-# model_type -> adapter family (gna.models.adapters); architectures[0] -> model_type where a
-# config.json lacks model_type (the published Llamba configs may have none).
-MODEL_TYPE_FAMILY = {"llama": "attention", "qwen2": "attention", "qwen3": "attention", "mistral": "attention",
-                     "gemma": "attention", "gemma2": "attention", "phi3": "attention", "mamba": "mamba1",
-                     "falcon_mamba": "mamba1", "mamba2": "mamba2", "zamba2": "zamba2", "llamba": "llamba",
-                     "gna_hybrid": "hybrid"}
-FAMILY_MODEL_TYPE = {"mamba1": "mamba", "mamba2": "mamba2", "zamba2": "zamba2", "llamba": "llamba"}
-
-
-def is_llamba(cfg: dict | None) -> bool:
-    """The Llamba / discrete Mamba-2 published format (same test as gna.models.llamba, no torch)."""
-    if not isinstance(cfg, dict):
-        return False
-    if cfg.get("model_type") == "llamba":
-        return True
-    ssm, mlp = cfg.get("ssm_cfg"), cfg.get("mlp_cfg")
-    return (all(k in cfg for k in ("d_model", "n_layer", "vocab_size")) and isinstance(ssm, dict)
-            and ("n_v_heads" in ssm or "n_qk_heads" in ssm) and isinstance(mlp, dict) and "intermediate_size" in mlp)
-
-
 def model_type_of(cfg: dict, family: str | None = None, where: str = "config.json") -> str:
     """``model_type`` of a config, inferred where it is missing: the Llamba format, a transformers
     class in ``architectures``, or the entry's ``family``; otherwise an error naming ``where``."""
     if cfg.get("model_type"):
         return cfg["model_type"]
-    if family == "llamba" or is_llamba(cfg):
+    from .models.adapters import ADAPTERS
+    from .models.adapters.llamba import is_llamba_config
+
+    if family == "llamba" or is_llamba_config(cfg):
         return "llamba"
     for arch in cfg.get("architectures") or []:
         try:
@@ -92,13 +73,14 @@ def model_type_of(cfg: dict, family: str | None = None, where: str = "config.jso
         found.sort(key=lambda mt: mt.replace("_", "").replace("-", "") != stem)
         if found:
             return found[0]
-    if family in FAMILY_MODEL_TYPE:
-        return FAMILY_MODEL_TYPE[family]
+    by_family = {a.family: a.model_types[0] for a in ADAPTERS if a.model_types}
+    if family in by_family:
+        return by_family[family]
     from .errors import ConfigError
 
     raise ConfigError(f"{where} has no model_type and its family cannot be told from its fields or "
                       f"architectures {cfg.get('architectures')!r}: add model_type to it, or set the model "
-                      f"entry's family ({', '.join(sorted(FAMILY_MODEL_TYPE))})")
+                      f"entry's family ({', '.join(sorted(by_family))})")
 
 
 # -- meta-device instances (no memory) ----------------------------------------------------------

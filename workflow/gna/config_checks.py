@@ -14,81 +14,56 @@ class StudyConfigError(ConfigError, ValueError):
     pass
 
 
-def _mamba_width(kind: str | None, cfg: dict) -> int | None:
-    """The Mamba-1 inner width (channels) a ``channel_group`` must divide, where the family has one."""
-    if kind in ("mamba", "falcon_mamba"):
-        return cfg.get("intermediate_size")
-    if kind == "jamba" and "mamba_expand" in cfg:
-        return cfg["mamba_expand"] * cfg["hidden_size"]
-    return None
-
-
-def check_channel_group(model: dict, kind: str | None, cfg: dict, name: str | None, source: str) -> None:
-    """``adapter_options.channel_group`` must divide the Mamba-1 channels (the adapter refuses it
-    too, at load; here it fails the dry run instead of a job)."""
-    group = model.get("adapter_options", {}).get("channel_group")
-    width = _mamba_width(kind, cfg)
-    if group is None or width is None or width % group == 0:
-        return
-    from .models.adapters.mamba1 import divisors  # noqa: PLC0415  only on error (imports torch)
-
-    raise StudyConfigError(f"config error: models.{name}.adapter_options.channel_group = {group} does not divide "
-                           f"the Mamba inner width {width} of {source} (its config.json); divisors: {divisors(width)}")
-
-
 def local_model_config(path: str) -> dict | None:
     p = Path(path) / "config.json"
     return json.loads(p.read_text()) if p.is_file() else None
 
 
-def structure(model: dict, source: str, name: str | None = None) -> tuple[int | None, int | None]:
-    """``(n_layers, total heads)`` of a model entry, from the entry or its local config.json, else
-    from the shipped architecture config of its Hugging Face id (data/architectures): there the
-    entry's values must agree with it (an error names the key)."""
-    n_layers, heads = model.get("n_layers"), model.get("n_heads_total")
-    cfg = local_model_config(source) or {}
-    shipped = None
-    if not cfg and "random" not in model:
-        from .architectures import shipped_config, shipped_key
-
-        cfg = shipped_config(source) or {}
-        shipped = shipped_key(source) if cfg else None
+def _config_json(model: dict, source: str) -> tuple[dict, str | None]:
+    """The config.json of a model entry (local, a smoke preset's tiny config, or the shipped
+    architecture of its Hugging Face id) and, for the latter, its data/architectures key."""
     if "random" in model:  # smoke presets only: transformers is imported just for them
         from .models.tiny import tiny_config
 
         r = dict(model["random"])
         r.pop("seed", None)
-        cfg = tiny_config(r.pop("family"), **r).to_dict()
-    if not cfg:
+        return tiny_config(r.pop("family"), **r).to_dict(), None
+    cfg = local_model_config(source)
+    if cfg:
+        return cfg, None
+    from .architectures import shipped_config, shipped_key
+
+    cfg = shipped_config(source)
+    return (cfg, shipped_key(source)) if cfg else ({}, None)
+
+
+def structure(model: dict, source: str, name: str | None = None) -> tuple[int | None, int | None]:
+    """``(n_layers, total heads)`` of a model entry, from the entry or its config.json (local, else
+    the shipped architecture config of its Hugging Face id, data/architectures: there the entry's
+    values must agree with it; an error names the key). The family's adapter reads the config
+    (:meth:`gna.models.adapters.base.Adapter.structure`), so the numbers are those the loaded model
+    will have, and a bad ``adapter_options`` fails here, before any job."""
+    from .models.adapters import FAMILIES, adapter_of_config, supported_families
+    from .models.tiny import ALL_FAMILIES
+
+    if model.get("family", FAMILIES[0]) not in FAMILIES:
+        raise StudyConfigError(f"config error: models.{name}.family = {model['family']!r} is not a family an adapter "
+                               f"describes; supported families: {supported_families()}")
+    if "random" in model and model["random"]["family"] not in ALL_FAMILIES:
+        raise StudyConfigError(f"config error: models.{name}.random.family = {model['random']['family']!r} is not a "
+                               f"model the adapters can build: {', '.join(ALL_FAMILIES)}")
+    n_layers, heads = model.get("n_layers"), model.get("n_heads_total")
+    cfg, shipped = _config_json(model, source)
+    adapter = adapter_of_config(cfg, model.get("family")) if cfg else None
+    if adapter is None:
         return n_layers, heads
-    L = cfg.get("num_hidden_layers") or cfg.get("n_layer")
-    kind = cfg.get("model_type")
-    check_channel_group(model, kind, cfg, name, source)
-    if kind in ("mamba", "falcon_mamba"):
-        h = L * cfg["intermediate_size"] // model.get("adapter_options", {}).get("channel_group", 1)
-    elif kind == "mamba2":
-        h = L * cfg["num_heads"]
-    elif kind == "zamba2":
-        blocks = cfg.get("layers_block_type", [])
-        h = L * cfg.get("n_mamba_heads", 0) + blocks.count("hybrid") * cfg.get("num_attention_heads", 0)
-    elif kind == "llamba" or "ssm_cfg" in cfg:
-        h = L * cfg["ssm_cfg"]["n_v_heads"]
-    elif kind == "jamba":  # attention every attn_layer_period layers, Mamba-1 channels elsewhere
-        n_attn = sum(i % cfg["attn_layer_period"] == cfg["attn_layer_offset"] for i in range(L))
-        group = model.get("adapter_options", {}).get("channel_group", 1)
-        h = n_attn * cfg["num_attention_heads"] + (L - n_attn) * cfg["mamba_expand"] * cfg["hidden_size"] // group
-    elif kind == "falcon_h1":  # attention and Mamba-2 in every layer
-        h = L * (cfg["num_attention_heads"] + cfg["mamba_n_heads"])
-    elif kind == "granitemoehybrid":
-        n_attn = sum(t in ("attention", "full_attention") for t in cfg.get("layer_types") or [])
-        h = n_attn * cfg["num_attention_heads"] + (L - n_attn) * cfg["mamba_n_heads"]
-    elif kind == "gpt2":
-        h = L * cfg["n_head"]
-    else:
-        h = L * cfg.get("num_attention_heads", 0) if L else None
+    try:
+        L, h = adapter.structure(cfg, **model.get("adapter_options", {}))
+    except ConfigError as e:  # the adapter names the key inside the entry
+        raise StudyConfigError(f"config error: models.{name}.{e} (model {source})") from None
     if shipped:
         for key, given, real in (("n_layers", n_layers, L), ("n_heads_total", heads, h)):
-            if given is not None and real is not None and given != real:
+            if given is not None and given != real:
                 raise StudyConfigError(f"config error: models.{name}.{key} = {given}, but {source} has {real} "
                                        f"(its architecture: data/architectures/{shipped}/config.json)")
     return n_layers or L, heads or h

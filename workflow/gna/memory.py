@@ -5,6 +5,8 @@
 
 The formula counts the recurrent state only; a real cache also holds each SSM layer's
 convolution window, which :func:`measure_cache_bytes` sees and the formula does not.
+
+One concept at two layers: this module computes and measures, :mod:`gna.report.memory` tabulates.
 """
 from __future__ import annotations
 

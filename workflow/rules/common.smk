@@ -28,14 +28,24 @@ def _sorted_keys(value):
 _canonical = _sorted_keys(dict(config))
 config.clear()
 config.update(_canonical)
+# Fills in the schema's defaults (gna.config_schema): below, the rules read those keys directly.
 validate(config, schema="../schemas/config.schema.yaml")
 
 SCAN_MODELS = config["scan"]["models"]
-THREADS = config.get("threads_per_job", 1)
-GPUS = config.get("gpus_per_job", 0)
-EXPERIMENTS = config.get("experiments") or {}
-EVAL = config.get("eval") or {}
-MODEL_ENV = "../../envs/gpu.yaml" if GPUS else "../../envs/cpu.yaml"
+EXPERIMENTS = config["experiments"]
+EVAL = config["eval"]
+
+# What a job that runs a model asks for: every such block writes
+#     threads: THREADS
+#     resources: **MODEL_RESOURCES
+#     conda: MODEL_ENV
+# (gna.plan.gpu_rules and the SLURM profile know these blocks by MODEL_RESOURCES); the others
+# run in CPU_ENV.
+THREADS = config["threads_per_job"]
+GPUS = config["gpus_per_job"]
+MODEL_RESOURCES = {"gpu": GPUS}
+CPU_ENV = "../../envs/cpu.yaml"
+MODEL_ENV = "../../envs/gpu.yaml" if GPUS else CPU_ENV
 
 
 def shipped_path(path):
@@ -68,15 +78,23 @@ def model_input(name):
     return [src] if src.startswith("results/") or os.path.isdir(src) else []
 
 
+# The study's dtype and device, which every model loads with.
+DTYPE_DEVICE = {"dtype": config["dtype"], "device": config["device"]}
+
+
 def model_spec(name):
     """The ModelSpec fields of a model entry (see gna.models.ModelSpec)."""
     m = config["models"][name]
-    spec = {"path": model_source(name), "dtype": config.get("dtype", "float32"),
-            "device": config.get("device", "cpu")}
+    spec = {"path": model_source(name), **DTYPE_DEVICE}
     for key in ("revision", "tokenizer", "family", "attn_implementation", "adapter_options"):
         if key in m:
             spec[key] = m[key]
     return spec
+
+
+def local_spec(path):
+    """The ModelSpec of a model this workflow wrote (a student): its directory, the study's dtype and device."""
+    return {**DTYPE_DEVICE, "path": path}
 
 
 def tasks_of(*roles):
@@ -105,10 +123,23 @@ def task_roles(kind):
 
 
 def eval_params():
+    """The lm-eval settings of an evaluation job (gna.experiments.run): eval, and the chat tasks."""
     return {**EVAL, "chat_tasks": config["tasks"].get("chat_tasks", [])}
 
 
 MICRO_DATA = config["tasks"].get("micro_data")
+
+
+def lm_eval_params():
+    """The params every job that evaluates through lm-eval ends with: the settings, the micro task files."""
+    return {"eval": eval_params(), "micro_data": MICRO_DATA}
+
+
+def result_fields(model, experiment, teacher=None, **extra):
+    """The columns that name an evaluation job's rows (gna.evaluate.tidy): model, teacher where there is
+    one, experiment, the job's own ``extra``, and the study's seed."""
+    return {"model": model, **({"teacher": teacher} if teacher else {}), "experiment": experiment, **extra,
+            "seed": config["seed"]}
 
 
 SEPARATORS = {"space": " ", "nosep": ""}
@@ -131,8 +162,13 @@ def probe_path(n_pairs=None, seed=None, separator=None):
     return f"results/probes/{probe_name(n, seed, separator)}.examples.jsonl"
 
 
+def experiment_config(name):
+    """An experiment's settings, validated (the schema's defaults in); {} where the study does not run it."""
+    return EXPERIMENTS.get(name, {})
+
+
 def experiment_models(name):
-    return EXPERIMENTS.get(name, {}).get("models", [])
+    return EXPERIMENTS[name]["models"] if name in EXPERIMENTS else []
 
 
 def k_values(experiment, model):
@@ -140,9 +176,10 @@ def k_values(experiment, model):
     return e.get("k_by_model", {}).get(model, e["k"])
 
 
-def random_draws(experiment):
-    """Seeds of the random-k control (k random heads of the same kinds), one job per seed and k > 0."""
-    return list(EXPERIMENTS.get(experiment, {}).get("random_draws") or [])
+def random_draws(name):
+    """Seeds of the random-k control (k random heads of the same kinds), one job per seed and k > 0
+    (topk_removal.random_draws; arc_chat has no control)."""
+    return list(experiment_config(name).get("random_draws", []))
 
 
 def topk_outputs(experiment):
@@ -202,25 +239,29 @@ def keeping_sources(model):
     return (["named"] if model in HEAD_KEEPING.get("named_heads", {}) else []) + ["discovered"]
 
 
+def other_probe_seeds(seeds):
+    """KV probe seeds an experiment scores heads on: ``seeds`` (its config's; null: unset), by default
+    three draws other than the ranking's (kv_probe.seed), so the heads were not selected on those prompts."""
+    return [config["kv_probe"]["seed"] + i for i in (1, 2, 3)] if seeds is None else list(seeds)
+
+
 # used by heads.smk
 def kv_pairs_seeds():
-    """Fig. 4's probe seeds (kv_pairs.probe_seeds): by default three draws other than the ranking's
-    (kv_probe.seed), so the heads removed were not selected on the prompts they are scored on."""
-    seeds = EXPERIMENTS.get("kv_pairs", {}).get("probe_seeds")
-    return list(seeds) if seeds is not None else [config["kv_probe"]["seed"] + i for i in (1, 2, 3)]
+    """Fig. 4's probe seeds (kv_pairs.probe_seeds)."""
+    return other_probe_seeds(experiment_config("kv_pairs").get("probe_seeds"))
 
 
 # used by masking.smk
 def hybrid_attention_files(m):
     """The model's results, in config order: k = 0 once (the unmodified model: top-k removal's
     k0 where that experiment runs it with the same tasks, else its own), then per mode each k."""
-    ks = HYBRID_ATTENTION.get("k_by_model", {}).get(m, HYBRID_ATTENTION.get("k", []))
+    ks = HYBRID_ATTENTION.get("k_by_model", {}).get(m, HYBRID_ATTENTION["k"])
     files = []
     if 0 in ks:
         shared = m in experiment_models("topk_removal") and 0 in k_values("topk_removal", m)
-        first = HYBRID_ATTENTION.get("modes", ["last_row"])[0]
+        first = HYBRID_ATTENTION["modes"][0]
         files.append(f"results/topk_removal/{m}/k0.csv" if shared else f"results/hybrid_attention/{m}/{first}-k0.csv")
-    files += [f"results/hybrid_attention/{m}/{mode}-k{k}.csv" for mode in HYBRID_ATTENTION.get("modes", ["last_row"])
+    files += [f"results/hybrid_attention/{m}/{mode}-k{k}.csv" for mode in HYBRID_ATTENTION["modes"]
               for k in ks if k != 0]
     return files
 

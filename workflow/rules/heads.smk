@@ -3,7 +3,8 @@
 # the retrieval-heavy and knowledge tasks (slide tables), ARC-C chat vs regular.
 
 
-HEAD_KEEPING = EXPERIMENTS.get("head_keeping", {})
+HEAD_KEEPING = experiment_config("head_keeping")
+KV_PAIRS = experiment_config("kv_pairs")
 
 
 rule critical_heads:
@@ -17,12 +18,11 @@ rule critical_heads:
     params:
         spec=lambda wc: model_spec(wc.model),
         tasks=tasks_of("mmlu"),
-        fields=lambda wc: {"model": wc.model, "experiment": "critical_heads", "seed": config["seed"]},
-        eval=eval_params(),
-        micro_data=MICRO_DATA,
+        fields=lambda wc: result_fields(wc.model, "critical_heads"),
+        **lm_eval_params(),
     threads: THREADS
     resources:
-        gpu=GPUS,
+        **MODEL_RESOURCES,
     log:
         "logs/head_keeping/{model}.critical_heads.log",
     conda:
@@ -46,14 +46,12 @@ rule head_keeping:
         spec=lambda wc: model_spec(wc.model),
         tasks=tasks_of("mmlu", "knowledge"),
         named=lambda wc: HEAD_KEEPING.get("named_heads", {}).get(wc.model),
-        per_layer=HEAD_KEEPING.get("heads_per_layer", 1),
-        fields=lambda wc: {"model": wc.model, "experiment": "head_keeping", "source": wc.source,
-                           "condition": wc.condition, "seed": config["seed"]},
-        eval=eval_params(),
-        micro_data=MICRO_DATA,
+        per_layer=lambda wc: HEAD_KEEPING["heads_per_layer"],
+        fields=lambda wc: result_fields(wc.model, "head_keeping", source=wc.source, condition=wc.condition),
+        **lm_eval_params(),
     threads: THREADS
     resources:
-        gpu=GPUS,
+        **MODEL_RESOURCES,
     log:
         "logs/head_keeping/{model}/{source}/{condition}.log",
     conda:
@@ -63,7 +61,7 @@ rule head_keeping:
 
 
 # (n_pairs, probe seed) of every Fig. 4 probe set, in the order of the rule's probe inputs
-KV_PAIRS_PROBES = [(n, s) for n in EXPERIMENTS.get("kv_pairs", {}).get("pairs", []) for s in kv_pairs_seeds()]
+KV_PAIRS_PROBES = [(n, s) for n in (KV_PAIRS["pairs"] if KV_PAIRS else []) for s in kv_pairs_seeds()]
 
 
 rule kv_pairs:
@@ -78,13 +76,12 @@ rule kv_pairs:
     params:
         spec=lambda wc: model_spec(wc.model),
         probes=[list(x) for x in KV_PAIRS_PROBES],
-        named=lambda wc: EXPERIMENTS.get("kv_pairs", {}).get("named_heads", {}).get(wc.model),
-        fields=lambda wc: {"model": wc.model, "experiment": "kv_pairs", "condition": wc.condition,
-                           "seed": config["seed"]},
+        named=lambda wc: KV_PAIRS.get("named_heads", {}).get(wc.model),
+        fields=lambda wc: result_fields(wc.model, "kv_pairs", condition=wc.condition),
         eval=eval_params(),
     threads: THREADS
     resources:
-        gpu=GPUS,
+        **MODEL_RESOURCES,
     log:
         "logs/kv_pairs/{model}/{condition}.log",
     conda:
@@ -109,15 +106,14 @@ rule topk_removal:
         spec=lambda wc: model_spec(wc.model),
         tasks=lambda wc: (tasks_of("mmlu", "retrieval", "knowledge") if wc.experiment == "topk_removal"
                           else tasks_of("arc_regular", "arc_chat")),
-        fields=lambda wc: {"model": wc.model, "experiment": wc.experiment, "k": int(wc.k), "seed": config["seed"],
+        fields=lambda wc: {**result_fields(wc.model, wc.experiment, k=int(wc.k)),
                            **({"selection": "random", "draw": int(wc.draw.removeprefix("-random"))} if wc.draw
                               else {"selection": "ranked"})},
-        kinds=lambda wc: EXPERIMENTS.get(wc.experiment, {}).get("kinds_by_model", {}).get(wc.model),
-        eval=eval_params(),
-        micro_data=MICRO_DATA,
+        kinds=lambda wc: EXPERIMENTS[wc.experiment].get("kinds_by_model", {}).get(wc.model),
+        **lm_eval_params(),
     threads: THREADS
     resources:
-        gpu=GPUS,
+        **MODEL_RESOURCES,
     log:
         "logs/{experiment}/{model}/k{k}{draw}.log",
     conda:
@@ -140,7 +136,7 @@ rule head_keeping_table:
     log:
         "logs/figures/head_keeping.log",
     conda:
-        "../../envs/cpu.yaml"
+        CPU_ENV
     script:
         "../scripts/head_keeping_table.py"
 
@@ -160,7 +156,7 @@ rule kv_pairs_figure:
     log:
         "logs/figures/kv_pairs.log",
     conda:
-        "../../envs/cpu.yaml"
+        CPU_ENV
     script:
         "../scripts/kv_pairs_figure.py"
 
@@ -182,7 +178,7 @@ rule topk_tables:
     log:
         "logs/figures/{experiment}.log",
     conda:
-        "../../envs/cpu.yaml"
+        CPU_ENV
     script:
         "../scripts/topk_tables.py"
 
@@ -196,6 +192,6 @@ rule topk_figure:
     log:
         "logs/figures/topk_removal_figure.log",
     conda:
-        "../../envs/cpu.yaml"
+        CPU_ENV
     script:
         "../scripts/topk_figure.py"

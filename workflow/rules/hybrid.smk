@@ -26,8 +26,8 @@
 # checkpoints) is read by the script from the config, not a param: changing it changes no result,
 # so it must not rerun the stages.
 
-LAYER_SWAP = EXPERIMENTS.get("layer_swap", {})
-DISTILL = EXPERIMENTS.get("hybrid_distillation", {})
+LAYER_SWAP = experiment_config("layer_swap")
+DISTILL = experiment_config("hybrid_distillation")
 STAGE_NAMES = {1: "matrices", 2: "hidden_states", 3: "end_to_end"}
 
 
@@ -35,18 +35,19 @@ STAGE_NAMES = {1: "matrices", 2: "hidden_states", 3: "end_to_end"}
 DISTILL_VARIANTS = distill_variants(DISTILL)
 
 
-# What each stage runs with (budgets: steps, or tokens -> steps; see gna.experiments.distill_data).
+# What each stage runs with (budgets: steps, or tokens -> steps; see gna.experiments.distill_data);
+# none without the experiment.
 DISTILL_STAGE = {
     stage: {"stage": stage, "name": STAGE_NAMES[stage],
             "steps": (DISTILL.get("steps") or [None] * 3)[stage - 1],
             "tokens": (DISTILL.get("tokens") or [None] * 3)[stage - 1],
-            "lr": (DISTILL.get("lr") or [1e-3] * 3)[stage - 1],
-            "data": _distill_data_at(DISTILL.get("data", {"source": "micro"}), stage),
-            "seed": DISTILL.get("seed", config["seed"]), "chunk_size": DISTILL.get("chunk_size", 128),
-            "ssm_init": DISTILL.get("ssm_init", "random"), "combine": DISTILL.get("combine", "sum"),
+            "lr": DISTILL["lr"][stage - 1],
+            "data": _distill_data_at(DISTILL["data"], stage),
+            "seed": DISTILL.get("seed", config["seed"]), "chunk_size": DISTILL["chunk_size"],
+            "ssm_init": DISTILL["ssm_init"], "combine": DISTILL["combine"],
             # memory knobs (micro-batches, stage 3's KL in chunks of positions): only when set, so a
             # config without them keeps its params and reruns nothing
-            **{key: DISTILL[key] for key in ("micro_batch_size", "vocab_chunk") if DISTILL.get(key) is not None},
+            **{key: DISTILL[key] for key in ("micro_batch_size", "vocab_chunk") if DISTILL[key] is not None},
             # mohawk's optimizer and stage-2 settings (gna.hybrid.distillation.stage_options): only when set,
             # per stage where a list of 3 is given; adapter_init and stage2_trainable matter in stage 2 only
             **{key: _distill_at(DISTILL[key], stage) for key in ("weight_decay", "schedule", "grad_clip")
@@ -54,7 +55,7 @@ DISTILL_STAGE = {
             **({"no_decay": DISTILL["no_decay"]} if DISTILL.get("no_decay") else {}),
             **{key: DISTILL[key] for key in ("stage2_trainable", "adapter_init")
                if stage == 2 and DISTILL.get(key) is not None}}
-    for stage in (1, 2, 3)
+    for stage in (1, 2, 3) if DISTILL
 }
 HYBRID_OUTPUTS = ([f"results/hybrid/{DISTILL['teacher']}/{v}.csv" for v in ["teacher", *DISTILL_VARIANTS]]
                   if DISTILL else [])
@@ -62,14 +63,11 @@ LAYER_SWAP_STUDENT = ((model_input(LAYER_SWAP["student"]) if LAYER_SWAP.get("stu
                        else [f"results/hybrid/{LAYER_SWAP['teacher']}/aligned"]) if LAYER_SWAP else [])
 LAYER_SWAP_CONDITIONS = (["none"] + [f"layer{i}" for i in range(n_layers(LAYER_SWAP["teacher"]))]
                          if LAYER_SWAP else [])
-# A model this workflow wrote (a student) loads with the study's dtype and device.
-LOCAL_SPEC = {"dtype": config.get("dtype", "float32"), "device": config.get("device", "cpu")}
 # The follow-up ranks the teacher's heads, and scores the hybrids' KV retrieval, with its own
 # separator ("is {answer}"); the hybrids are scored on prompts of another seed than the ranking's.
 DISTILL_SEPARATOR = (config["kv_probe"]["separator"] if DISTILL.get("kv_separator") is None
                      else DISTILL["kv_separator"])
-KV_EVAL_SEEDS = ([config["kv_probe"]["seed"] + i for i in (1, 2, 3)] if DISTILL.get("kv_eval_seeds") is None
-                 else list(DISTILL["kv_eval_seeds"]))
+KV_EVAL_SEEDS = other_probe_seeds(DISTILL.get("kv_eval_seeds"))
 if DISTILL and config["kv_probe"]["seed"] in KV_EVAL_SEEDS:
     raise ValueError(f"experiments.hybrid_distillation.kv_eval_seeds = {KV_EVAL_SEEDS} holds kv_probe.seed: the "
                      "hybrids' KV retrieval would be scored on the prompts their heads were selected on")
@@ -98,14 +96,14 @@ rule align_student:
         steps=LAYER_SWAP.get("steps"),
         tokens=LAYER_SWAP.get("tokens"),
         lr=LAYER_SWAP.get("lr", [1e-3, 1e-3]),
-        state_size=LAYER_SWAP.get("state_size", 64),
-        chunk_size=LAYER_SWAP.get("chunk_size", 128),
+        state_size=lambda wc: LAYER_SWAP["state_size"],
+        chunk_size=lambda wc: LAYER_SWAP["chunk_size"],
         data=LAYER_SWAP.get("data", {"source": "micro"}),
         seed=config["seed"],
         micro_data=MICRO_DATA,
     threads: THREADS
     resources:
-        gpu=GPUS,
+        **MODEL_RESOURCES,
     log:
         "logs/hybrid/{teacher}/aligned.log",
     conda:
@@ -126,15 +124,14 @@ rule layer_swap:
     params:
         teacher=lambda wc: model_spec(wc.teacher),
         student=lambda wc: (model_spec(LAYER_SWAP["student"]) if LAYER_SWAP.get("student")
-                            else {**LOCAL_SPEC, "path": f"results/hybrid/{wc.teacher}/aligned"}),
+                            else local_spec(f"results/hybrid/{wc.teacher}/aligned")),
         tasks=tasks_of("mmlu", "knowledge"),
-        fields=lambda wc: {"model": LAYER_SWAP.get("student") or f"{wc.teacher}-aligned", "teacher": wc.teacher,
-                           "experiment": "layer_swap", "condition": wc.condition, "seed": config["seed"]},
-        eval=eval_params(),
-        micro_data=MICRO_DATA,
+        fields=lambda wc: result_fields(LAYER_SWAP.get("student") or f"{wc.teacher}-aligned", "layer_swap",
+                                        teacher=wc.teacher, condition=wc.condition),
+        **lm_eval_params(),
     threads: THREADS
     resources:
-        gpu=GPUS,
+        **MODEL_RESOURCES,
     log:
         "logs/layer_swap/{teacher}/{condition}.log",
     conda:
@@ -146,7 +143,7 @@ rule layer_swap:
 rule layer_swap_figure:
     input:
         expand("results/layer_swap/{teacher}/{condition}.csv", condition=LAYER_SWAP_CONDITIONS,
-               teacher=[LAYER_SWAP.get("teacher")] if LAYER_SWAP else []),
+               teacher=[LAYER_SWAP["teacher"]] if LAYER_SWAP else []),
     output:
         png=report("figures/layer_swap.png", caption="../report/layer_swap.rst", category="Hybrids"),
         pdf="figures/layer_swap.pdf",
@@ -158,7 +155,7 @@ rule layer_swap_figure:
     log:
         "logs/figures/layer_swap.log",
     conda:
-        "../../envs/cpu.yaml"
+        CPU_ENV
     script:
         "../scripts/layer_swap_figure.py"
 
@@ -178,11 +175,11 @@ rule distill_matrices:
     params:
         spec=lambda wc: model_spec(wc.teacher),
         ckpt=lambda wc: f"results/hybrid/{wc.teacher}/s{wc.state}/stage1.ckpt",
-        run=DISTILL_STAGE[1],
+        run=lambda wc: DISTILL_STAGE[1],
         micro_data=MICRO_DATA,
     threads: THREADS
     resources:
-        gpu=GPUS,
+        **MODEL_RESOURCES,
     log:
         "logs/hybrid/{teacher}/s{state}/stage1.log",
     conda:
@@ -216,7 +213,7 @@ rule distill_stage:
         micro_data=MICRO_DATA,
     threads: THREADS
     resources:
-        gpu=GPUS,
+        **MODEL_RESOURCES,
     log:
         "logs/hybrid/{teacher}/k{k}-s{state}-{selection}/stage{stage}.log",
     conda:
@@ -238,20 +235,18 @@ rule evaluate_hybrid:
         variant=f"teacher|{VARIANT_WILDCARD}",
     params:
         spec=lambda wc: (model_spec(wc.teacher) if wc.variant == "teacher"
-                         else {**LOCAL_SPEC, "path": f"results/hybrid/{wc.teacher}/{wc.variant}/stage3"}),
+                         else local_spec(f"results/hybrid/{wc.teacher}/{wc.variant}/stage3")),
         tasks=tasks_of("mmlu", "knowledge", "retrieval"),
-        fields=lambda wc: {"model": f"{wc.teacher}-hybrid" if wc.variant != "teacher" else wc.teacher,
-                           "teacher": wc.teacher, "experiment": "hybrid_distillation", "variant": wc.variant,
-                           "seed": config["seed"]},
-        eval=eval_params(),
-        micro_data=MICRO_DATA,
+        fields=lambda wc: result_fields(f"{wc.teacher}-hybrid" if wc.variant != "teacher" else wc.teacher,
+                                        "hybrid_distillation", teacher=wc.teacher, variant=wc.variant),
+        **lm_eval_params(),
         kv_seeds=KV_EVAL_SEEDS,
-        data=DISTILL.get("data", {"source": "micro"}),
-        heldout_batches=DISTILL.get("heldout_batches", 4),
+        data=lambda wc: DISTILL["data"],
+        heldout_batches=lambda wc: DISTILL["heldout_batches"],
         seed=DISTILL.get("seed", config["seed"]),
     threads: THREADS
     resources:
-        gpu=GPUS,
+        **MODEL_RESOURCES,
     log:
         "logs/hybrid/{teacher}/{variant}.eval.log",
     conda:
@@ -278,7 +273,7 @@ rule distill_tokens:
     log:
         "logs/distill_data/{teacher}/{name}.log",
     conda:
-        "../../envs/cpu.yaml"
+        CPU_ENV
     script:
         "../scripts/distill_tokens.py"
 
@@ -301,14 +296,14 @@ rule hybrid_tables:
         state_md=report("figures/hybrid_state_size.md", caption="../report/hybrid_state_size.rst",
                         category="Hybrids"),
     params:
-        teacher=DISTILL.get("teacher"),
-        paper_key=paper_keys([DISTILL["teacher"]])[DISTILL["teacher"]] if DISTILL else "",
-        state_size=DISTILL.get("state_size", 64),
+        teacher=lambda wc: DISTILL["teacher"],
+        paper_key=lambda wc: paper_keys([DISTILL["teacher"]])[DISTILL["teacher"]],
+        state_size=lambda wc: DISTILL["state_size"],
         state_k=DISTILL.get("state_k"),
         roles=task_roles("topk"),
     log:
         "logs/figures/hybrid_tables.log",
     conda:
-        "../../envs/cpu.yaml"
+        CPU_ENV
     script:
         "../scripts/hybrid_tables.py"

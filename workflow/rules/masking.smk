@@ -12,9 +12,9 @@
 #   hybrid_attention.modes   last_row: the heads' softmax row at the answer position zeroed (the official
 #                            code; "all" = every head of every invocation); ablate: the heads zeroed whole
 
-MASKING = EXPERIMENTS.get("ssm_masking", {})
-HYBRID_ATTENTION = EXPERIMENTS.get("hybrid_attention", {})
-MASKING_MODES = MASKING.get("modes", ["none", "full", "pattern"])
+MASKING = experiment_config("ssm_masking")
+HYBRID_ATTENTION = experiment_config("hybrid_attention")
+MASKING_MODES = MASKING["modes"] if MASKING else []
 # lm-eval tasks whose choices have different contexts: no shared prompt to segment and mask.
 PER_CHOICE_CONTEXT = {"micro_knowledge_fill", "winogrande"}
 
@@ -23,7 +23,7 @@ MASKING_TASKS = MASKING.get("tasks") or [t for t in tasks_of("mmlu", "knowledge"
 
 
 # model -> its result files (hybrid_attention_files), in config order
-HYBRID_ATTENTION_OUTPUTS = {m: hybrid_attention_files(m) for m in HYBRID_ATTENTION.get("models", [])}
+HYBRID_ATTENTION_OUTPUTS = {m: hybrid_attention_files(m) for m in experiment_models("hybrid_attention")}
 
 
 rule export_mc_task:
@@ -33,11 +33,11 @@ rule export_mc_task:
         "results/tasks/{task}.examples.jsonl",
     params:
         micro_data=MICRO_DATA,
-        limit=MASKING.get("limit", EVAL.get("limit")),
+        limit=MASKING.get("limit", EVAL["limit"]),
     log:
         "logs/tasks/{task}.log",
     conda:
-        "../../envs/cpu.yaml"
+        CPU_ENV
     script:
         "../scripts/export_mc_task.py"
 
@@ -54,12 +54,12 @@ rule ssm_masking:
     params:
         spec=lambda wc: model_spec(wc.model),
         tasks=MASKING_TASKS,
-        batch_size=MASKING.get("batch_size", EVAL.get("batch_size", 32)),
+        batch_size=MASKING.get("batch_size", EVAL["batch_size"]),
         named=lambda wc: MASKING.get("named_heads", {}).get(wc.model),
-        fields=lambda wc: {"model": wc.model, "experiment": "ssm_masking", "seed": config["seed"]},
+        fields=lambda wc: result_fields(wc.model, "ssm_masking"),
     threads: THREADS
     resources:
-        gpu=GPUS,
+        **MODEL_RESOURCES,
     log:
         "logs/masking/{model}/{mode}.log",
     conda:
@@ -81,7 +81,7 @@ rule ssm_masking_figure:
     log:
         "logs/figures/ssm_masking.log",
     conda:
-        "../../envs/cpu.yaml"
+        CPU_ENV
     script:
         "../scripts/ssm_masking_figure.py"
 
@@ -98,12 +98,11 @@ rule hybrid_attention:
     params:
         spec=lambda wc: model_spec(wc.model),
         tasks=tasks_of("mmlu", "retrieval", "knowledge"),
-        fields=lambda wc: {"model": wc.model, "experiment": "hybrid_attention", "seed": config["seed"]},
-        eval=eval_params(),
-        micro_data=MICRO_DATA,
+        fields=lambda wc: result_fields(wc.model, "hybrid_attention"),
+        **lm_eval_params(),
     threads: THREADS
     resources:
-        gpu=GPUS,
+        **MODEL_RESOURCES,
     log:
         "logs/hybrid_attention/{model}/{mode}-k{k}.log",
     conda:
@@ -126,6 +125,6 @@ rule hybrid_attention_table:
     log:
         "logs/figures/hybrid_attention.log",
     conda:
-        "../../envs/cpu.yaml"
+        CPU_ENV
     script:
         "../scripts/hybrid_attention_table.py"

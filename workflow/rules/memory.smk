@@ -4,14 +4,14 @@
 
 rule inference_memory:
     input:
-        models=[m for name in EXPERIMENTS.get("memory", {}).get("models", []) for m in model_input(name)],
+        models=[m for name in experiment_models("memory") for m in model_input(name)],
     output:
         csv="figures/inference_memory.csv",
         md=report("figures/inference_memory.md", caption="../report/inference_memory.rst", category="Memory"),
         micro_csv="figures/inference_memory_measured.csv",
         micro_md="figures/inference_memory_measured.md",
     params:
-        specs={name: model_spec(name) for name in EXPERIMENTS.get("memory", {}).get("models", [])},
+        specs={name: model_spec(name) for name in experiment_models("memory")},
     log:
         "logs/figures/inference_memory.log",
     conda:

@@ -10,26 +10,32 @@
 #   micro.models.<name>.seed     model init and corpus seed (default: the top-level seed)
 #   micro.models.<name>.model    transformers config overrides on top of the family preset
 #   micro.models.<name>.train    TrainConfig overrides on top of the family's recipe
-#                                (gna.micro.train.FAMILY_PRESETS); world/corpus merged by key
+#                                (gna.micro.recipes.FAMILY_PRESETS); world/corpus merged by key
 
 
-MICRO = config.get("micro", {})
-MICRO_MODEL_CFG = MICRO.get("models", {})
+from gna.config_schema import defaults_of
+
+# Validated (common.smk): the schema's defaults are in. A study without micro retrains nothing, and
+# compares nothing with the shipped models where the defaults put them. (Included on its own, as in
+# the tests, this file reads a config that is not validated: it spells out every key read here.)
+MICRO = config["micro"] if "micro" in config else defaults_of("micro")
+MICRO_MODEL_CFG = MICRO["models"]
 MICRO_MODELS = sorted(MICRO_MODEL_CFG)
 # Resolved against the repository when --directory points elsewhere (common.smk's shipped_path;
-# this file is also included on its own, as in the tests).
+# this file is also included on its own, as in the tests: then without common.smk's helpers).
 _shipped = globals().get("shipped_path", str)
+_CPU_ENV = globals().get("CPU_ENV", "../../envs/cpu.yaml")
 
 
 rule micro_tasks:
     output:
         directory("results/micro/data"),
     params:
-        world=MICRO.get("world", {}),
+        world=MICRO["world"],
     log:
         "logs/micro/tasks.log",
     conda:
-        "../../envs/cpu.yaml"
+        _CPU_ENV
     script:
         "../scripts/micro_tasks.py"
 
@@ -41,15 +47,15 @@ rule train_micro_model:
         model="|".join(MICRO_MODELS) if MICRO_MODELS else "^$",
     params:
         family=lambda wc: MICRO_MODEL_CFG[wc.model]["family"],
-        seed=lambda wc: int(MICRO_MODEL_CFG[wc.model].get("seed", config.get("seed", 0))),
+        seed=lambda wc: int(MICRO_MODEL_CFG[wc.model].get("seed", config["seed"])),
         model=lambda wc: MICRO_MODEL_CFG[wc.model].get("model", {}),
         train=lambda wc: MICRO_MODEL_CFG[wc.model].get("train", {}),
-        world=MICRO.get("world", {}),
+        world=MICRO["world"],
     threads: 1
     log:
         "logs/micro/train/{model}.log",
     conda:
-        "../../envs/cpu.yaml"
+        _CPU_ENV
     script:
         "../scripts/train_micro_model.py"
 
@@ -63,12 +69,12 @@ rule compare_micro_models:
         json="results/micro/compare.json",
     params:
         models=MICRO_MODELS,
-        shipped_dir=_shipped(MICRO.get("shipped_dir", "data/models")),
-        shipped_data=_shipped(MICRO.get("shipped_data", "data/micro/tasks")),
+        shipped_dir=_shipped(MICRO["shipped_dir"]),
+        shipped_data=_shipped(MICRO["shipped_data"]),
     log:
         "logs/micro/compare.log",
     conda:
-        "../../envs/cpu.yaml"
+        _CPU_ENV
     script:
         "../scripts/compare_micro_models.py"
 

@@ -10,6 +10,6 @@ rule random_model:
     log:
         "logs/models/{model}.random.log",
     conda:
-        "../../envs/cpu.yaml"
+        CPU_ENV
     script:
         "../scripts/random_model.py"

@@ -18,6 +18,6 @@ rule plan:
     log:
         "logs/plan.log",
     conda:
-        "../../envs/cpu.yaml"
+        CPU_ENV
     script:
         "../scripts/plan.py"

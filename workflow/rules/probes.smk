@@ -17,6 +17,6 @@ rule kv_probe:
     log:
         "logs/probes/kv-{fmt}-n{n_pairs}-s{seed}-{sep}.log",
     conda:
-        "../../envs/cpu.yaml"
+        CPU_ENV
     script:
         "../scripts/kv_probe.py"

@@ -1,7 +1,7 @@
 # Layer pruning (paper Figs. 2-3): gradual truncation from the end, then removing one layer
 # at a time from the minimal model that experiment 1 finds.
 
-LAYER_PRUNING = EXPERIMENTS.get("layer_pruning", {})  # validated: the schema's defaults are filled in
+LAYER_PRUNING = experiment_config("layer_pruning")
 
 
 rule gradual_pruning:
@@ -13,13 +13,11 @@ rule gradual_pruning:
         spec=lambda wc: model_spec(wc.model),
         tasks=tasks_of("mmlu", "knowledge"),
         interventions=lambda wc: [{"truncate": int(wc.depth)}],
-        fields=lambda wc: {"model": wc.model, "experiment": "gradual_pruning", "depth": int(wc.depth),
-                           "seed": config["seed"]},
-        eval=eval_params(),
-        micro_data=MICRO_DATA,
+        fields=lambda wc: result_fields(wc.model, "gradual_pruning", depth=int(wc.depth)),
+        **lm_eval_params(),
     threads: THREADS
     resources:
-        gpu=GPUS,
+        **MODEL_RESOURCES,
     log:
         "logs/pruning/{model}/gradual/depth{depth}.log",
     conda:
@@ -37,11 +35,11 @@ rule minimal_model:
         minimal="results/pruning/{model}.minimal.json",
     params:
         mmlu=tasks_of("mmlu"),
-        tolerance=EXPERIMENTS.get("layer_pruning", {}).get("tolerance", 0.05),
+        tolerance=lambda wc: LAYER_PRUNING["tolerance"],
     log:
         "logs/pruning/{model}.minimal.log",
     conda:
-        "../../envs/cpu.yaml"
+        CPU_ENV
     script:
         "../scripts/minimal_model.py"
 
@@ -55,13 +53,11 @@ rule individual_pruning:
     params:
         spec=lambda wc: model_spec(wc.model),
         tasks=tasks_of("mmlu", "knowledge"),
-        fields=lambda wc: {"model": wc.model, "experiment": "individual_pruning", "layer": int(wc.layer),
-                           "seed": config["seed"]},
-        eval=eval_params(),
-        micro_data=MICRO_DATA,
+        fields=lambda wc: result_fields(wc.model, "individual_pruning", layer=int(wc.layer)),
+        **lm_eval_params(),
     threads: THREADS
     resources:
-        gpu=GPUS,
+        **MODEL_RESOURCES,
     log:
         "logs/pruning/{model}/individual/layer{layer}.log",
     conda:
@@ -82,13 +78,13 @@ rule critical_layers:
     params:
         mmlu=tasks_of("mmlu"),
         knowledge=tasks_of("knowledge"),
-        chance=LAYER_PRUNING.get("mmlu_chance"),
-        collapse=LAYER_PRUNING.get("collapse"),
-        knowledge_tolerance=LAYER_PRUNING.get("knowledge_tolerance"),
+        chance=lambda wc: LAYER_PRUNING["mmlu_chance"],
+        collapse=lambda wc: LAYER_PRUNING["collapse"],
+        knowledge_tolerance=lambda wc: LAYER_PRUNING["knowledge_tolerance"],
     log:
         "logs/pruning/{model}.critical.log",
     conda:
-        "../../envs/cpu.yaml"
+        CPU_ENV
     script:
         "../scripts/critical_layers.py"
 
@@ -113,6 +109,6 @@ rule pruning_figures:
     log:
         "logs/figures/pruning.log",
     conda:
-        "../../envs/cpu.yaml"
+        CPU_ENV
     script:
         "../scripts/pruning_figures.py"

@@ -15,6 +15,6 @@ rule findings:
     log:
         "logs/figures/findings.log",
     conda:
-        "../../envs/cpu.yaml"
+        CPU_ENV
     script:
         "../scripts/findings.py"

@@ -13,18 +13,18 @@ rule head_scan:
         scan_dir="scan|scan_distill",
     params:
         spec=lambda wc: model_spec(wc.model),
-        batch_size=config["scan"].get("batch_size", 32),
-        max_rows=config["scan"].get("max_rows", 256),
-        classify_top=config["scan"].get("classify_top", 10),
-        classify_examples=config["scan"].get("classify_examples", 20),
-        threshold=config["scan"].get("threshold", 0.3),
+        batch_size=config["scan"]["batch_size"],
+        max_rows=config["scan"]["max_rows"],
+        classify_top=config["scan"]["classify_top"],
+        classify_examples=config["scan"]["classify_examples"],
+        threshold=config["scan"]["threshold"],
     threads: THREADS
     resources:
-        gpu=GPUS,
+        **MODEL_RESOURCES,
     log:
         "logs/{scan_dir}/{model}.log",
     conda:
-        "../../envs/gpu.yaml" if GPUS else "../../envs/cpu.yaml"
+        MODEL_ENV
     script:
         "../scripts/head_scan.py"
 
@@ -44,7 +44,7 @@ rule head_ranking_figure:
     log:
         "logs/figures/head_ranking.log",
     conda:
-        "../../envs/cpu.yaml"
+        CPU_ENV
     script:
         "../scripts/head_ranking_figure.py"
 
@@ -60,7 +60,7 @@ rule ga_heatmaps:
     params:
         specs={name: model_spec(name) for name in experiment_models("heatmaps")},
     resources:
-        gpu=GPUS,
+        **MODEL_RESOURCES,
     log:
         "logs/figures/ga_heatmaps.log",
     conda:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from gna.io import atomic_open
 from gna.io import sha256_file
-from gna.micro.train import compare_model_dirs
+from gna.micro.compare import compare_model_dirs
 from gna.pipeline import job
 
 with job(snakemake) as log:

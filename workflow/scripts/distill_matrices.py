@@ -7,4 +7,4 @@ with job(snakemake):
     p = snakemake.params
     distill_stage_job(p.spec, dict(p.run), int(snakemake.wildcards.state), 0, "none", snakemake.output[0], p.ckpt,
                       p.micro_data, list(snakemake.input.teacher), tokens=first_input(snakemake, "tokens"),
-                      save_every=int(snakemake.config["experiments"]["hybrid_distillation"].get("save_every", 50)))
+                      save_every=int(snakemake.config["experiments"]["hybrid_distillation"]["save_every"]))

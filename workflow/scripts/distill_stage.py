@@ -8,4 +8,4 @@ with job(snakemake):
                       p.micro_data, list(i.teacher), previous=first_input(snakemake, "previous"),
                       ranking=first_input(snakemake, "ranking"), tokens=first_input(snakemake, "tokens"),
                       # not a param: changing it changes no result, so it must not rerun the stages
-                      save_every=int(snakemake.config["experiments"]["hybrid_distillation"].get("save_every", 50)))
+                      save_every=int(snakemake.config["experiments"]["hybrid_distillation"]["save_every"]))

@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 
-from gna.experiments.heads import keeping_plan, mmlu_heads, named_role_heads
+from gna.experiments.head_selection import keeping_plan, mmlu_heads, named_role_heads
 from gna.experiments.pruning import metric_by
 from gna.experiments.run import evaluation_rows
 from gna.io import write_csv

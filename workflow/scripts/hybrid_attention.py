@@ -2,7 +2,7 @@
 answer position (last_row: the official Zamba2 experiment) or ablated whole (ablate); evaluate."""
 import pandas as pd
 
-from gna.experiments.heads import top_heads
+from gna.experiments.head_selection import top_heads
 from gna.experiments.run import evaluation_rows
 from gna.io import write_csv
 from gna.pipeline import job

@@ -6,7 +6,7 @@ in that role."""
 import pandas as pd
 
 from gna.evaluate import TaskSuite
-from gna.experiments.heads import role_heads
+from gna.experiments.head_selection import role_heads
 from gna.experiments.run import evaluation_rows
 from gna.io import write_csv
 from gna.models import load_model

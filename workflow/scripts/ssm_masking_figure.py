@@ -1,7 +1,7 @@
 """SSM masking (Fig. 5 / slides): MMLU with the SSM's G&A heads masked fully or to their pattern."""
 from gna.pipeline import job
-from gna.report import hybrid
+from gna.report import ssm_masking
 
 with job(snakemake):
     i, o, p = snakemake.input, snakemake.output, snakemake.params
-    hybrid.make_masking(list(i), p.mmlu, o.png, o.pdf, o.csv, o.md)
+    ssm_masking.make_masking(list(i), p.mmlu, o.png, o.pdf, o.csv, o.md)

@@ -5,7 +5,7 @@ the same kinds.
 With ``kinds`` (Zamba2's slide tables: attention) k counts, and ranks among, those heads only."""
 import pandas as pd
 
-from gna.experiments.heads import random_heads, top_heads
+from gna.experiments.head_selection import random_heads, top_heads
 from gna.experiments.run import evaluation_rows
 from gna.io import write_csv
 from gna.pipeline import job

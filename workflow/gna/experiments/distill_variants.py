@@ -32,13 +32,16 @@ def parse_variant(name: str) -> Variant:
 
 
 def distill_variants(d: dict) -> list[str]:
-    """The students of a ``hybrid_distillation`` config, in order: the k sweep at ``state_size``,
-    the state sweep at ``state_k``, and the random control (``random_heads``: true for every k > 0,
-    or the k to do it for) with one student per draw of ``random_seeds``."""
-    state = d.get("state_size", 64)
-    random_ks = d.get("random_heads", True)
-    random_ks = [k for k in d.get("k", []) if k > 0] if random_ks is True else list(random_ks or [])
-    names = ([variant_name(k, state, "ranked") for k in d.get("k", [])]
+    """The students of a ``hybrid_distillation`` config (validated: the schema's defaults filled in;
+    ``{}``: none), in order: the k sweep at ``state_size``, the state sweep at ``state_k`` (where
+    ``state_sizes`` is set), and the random control (``random_heads``: true for every k > 0, or the k
+    to do it for) with one student per draw of ``random_seeds``."""
+    if not d:
+        return []
+    state = d["state_size"]
+    random_ks = d["random_heads"]
+    random_ks = [k for k in d["k"] if k > 0] if random_ks is True else list(random_ks or [])
+    names = ([variant_name(k, state, "ranked") for k in d["k"]]
              + [variant_name(d.get("state_k"), st, "ranked") for st in d.get("state_sizes", [])]
-             + [variant_name(k, state, "random", draw) for k in random_ks for draw in d.get("random_seeds", [1, 2, 3])])
+             + [variant_name(k, state, "random", draw) for k in random_ks for draw in d["random_seeds"]])
     return list(dict.fromkeys(names))

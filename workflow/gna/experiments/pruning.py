@@ -1,4 +1,8 @@
-"""Layer pruning (Figs. 2-3): where retrieval collapses, and which layers it rests on."""
+"""Layer pruning (Figs. 2-3): where retrieval collapses, and which layers it rests on.
+
+One concept at three layers, one module each: this one runs the pruning; :mod:`gna.report.pruning`
+draws its figures; :mod:`gna.report.findings.pruning` judges the paper's claims on them.
+"""
 from __future__ import annotations
 
 import pandas as pd

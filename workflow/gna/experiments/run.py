@@ -14,16 +14,18 @@ def evaluation_rows(spec: dict, tasks: list[str], interventions: list[dict], eva
                     ) -> pd.DataFrame:
     """Tidy rows (``fields`` + intervention, task, metric, value, provenance) of one condition.
 
-    ``model``: an already loaded ``(model, tokenizer)``; ``suite``: tasks beyond the config's."""
+    ``eval_cfg``: the study's validated ``eval`` settings (every key, the schema's defaults filled in)
+    and ``chat_tasks``, as the workflow's ``eval_params`` passes them. ``model``: an already loaded
+    ``(model, tokenizer)``; ``suite``: tasks beyond the config's."""
     if model is None:
         model, tokenizer = load_model(spec)
     else:
         model, tokenizer = model
     results = evaluate(model, tokenizer, tasks, suite or TaskSuite(micro_data), interventions,
-                       batch_size=eval_cfg.get("batch_size", 32), max_length=eval_cfg.get("max_length", 2048),
-                       limit=eval_cfg.get("limit"), chat_tasks=tuple(eval_cfg.get("chat_tasks", ())),
-                       num_fewshot=eval_cfg.get("num_fewshot", 0))
+                       batch_size=eval_cfg["batch_size"], max_length=eval_cfg["max_length"],
+                       limit=eval_cfg["limit"], chat_tasks=tuple(eval_cfg["chat_tasks"]),
+                       num_fewshot=eval_cfg["num_fewshot"])
     versions = package_versions()
-    return tidy(results, eval_cfg.get("num_fewshot", 0), **fields, intervention=label(interventions),
+    return tidy(results, eval_cfg["num_fewshot"], **fields, intervention=label(interventions),
                 config_hash=config_hash([spec, tasks, interventions, eval_cfg]),
                 **{f"v_{k}": v for k, v in versions.items()})

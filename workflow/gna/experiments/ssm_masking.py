@@ -11,6 +11,9 @@ prompt's answer-choice segments (:func:`gna.ga_masks.segment_mmlu_prompt`):
 A prompt without answer choices (a knowledge cloze) has no pattern: ``pattern`` masks the
 heads fully there, as ``full`` does (so knowledge tells whether the heads carry knowledge).
 Scoring is :mod:`gna.probes.scoring` (exactly lm-eval's ``acc``) with one forward per batch.
+
+One concept at two layers: this module runs the masking, :mod:`gna.report.ssm_masking` tabulates
+and draws it (its verdict: :func:`gna.report.findings.hybrids.ssm_masking`).
 """
 from __future__ import annotations
 

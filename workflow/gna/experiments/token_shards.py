@@ -39,11 +39,12 @@ def token_sets(config: dict) -> dict[str, dict]:
     """Every folder of prepared web tokens the study's jobs read, ``path -> {"teacher", "data",
     "split", "seed", "rows", "readers"}`` (``readers``: ``align``, ``stage1``-``stage3``,
     ``heldout``). Jobs reading the same mix share a folder, holding the rows of the longest of
-    them: stages 2 and 3 of the paper preset read one 2e10-token folder. Empty for micro data."""
+    them: stages 2 and 3 of the paper preset read one 2e10-token folder. Empty for micro data.
+    ``config``: validated, the schema's defaults filled in (gna.config_schema.with_defaults)."""
     from .distill_data import stage_data, stage_steps
     from .web_stream import token_set_name, web_mix
 
-    ex = config.get("experiments") or {}
+    ex = config["experiments"]
     sets: dict[str, dict] = {}
 
     def add(reader, teacher, data, split, seed, rows):
@@ -57,22 +58,22 @@ def token_sets(config: dict) -> dict[str, dict]:
 
     d = ex.get("hybrid_distillation") or {}
     if d:
-        seed = d.get("seed", config.get("seed", 0))
+        seed = d.get("seed", config["seed"])
         for stage in (1, 2, 3):
-            data = stage_data(d.get("data"), stage)
+            data = stage_data(d["data"], stage)
             batch = int(data.get("batch_size", 16))
             steps = stage_steps((d.get("steps") or [None] * 3)[stage - 1], (d.get("tokens") or [None] * 3)[stage - 1],
                                 batch, int(data.get("seq_len", 2048)))
             add(f"stage{stage}", d["teacher"], data, "train", seed, steps * batch)
-        data = d.get("data") or {}
+        data = d["data"]
         add("heldout", d["teacher"], data, "heldout", seed,
-            int(d.get("heldout_batches", 4)) * int(data.get("batch_size", 16)))
+            int(d["heldout_batches"]) * int(data.get("batch_size", 16)))
     sw = ex.get("layer_swap") or {}
     if sw and not sw.get("student"):  # both alignment stages read the stream from its start
         data, batch = sw.get("data") or {}, int((sw.get("data") or {}).get("batch_size", 16))
         steps = [stage_steps((sw.get("steps") or [None, None])[i], (sw.get("tokens") or [None, None])[i], batch,
                              int(data.get("seq_len", 2048))) if _web(data) else 0 for i in (0, 1)]
-        add("align", sw["teacher"], data, "train", config.get("seed", 0), max(steps) * batch)
+        add("align", sw["teacher"], data, "train", config["seed"], max(steps) * batch)
     return sets
 
 

@@ -5,7 +5,7 @@ Compose them with ``with`` (or :class:`contextlib.ExitStack`)::
     with truncate(model, 18), ablate_heads(model, [(16, 22)]):
         logits = model(ids).logits
 """
-from .heads import ablate_heads, collect_head_means, head_mask, keep_heads
+from .head_ablation import ablate_heads, collect_head_means, head_mask, keep_heads
 from .layers import (SkipLayer, capture_layer_inputs, drop_layer, replace_layers, start_at_layer, swap_layer,
                      truncate)
 from .rows import last_positions, mask_last_row

@@ -19,7 +19,7 @@ from torch import nn
 
 from ..errors import InterventionError
 from ..models import adapter_for
-from .heads import _group
+from .head_ablation import _group
 from .hooks import check_hookable, rewrite_heads
 
 POSITIONS = ("last",)

@@ -17,7 +17,7 @@ from typing import Any, Iterator
 from torch import nn
 
 from ..errors import ConfigError
-from .heads import ablate_heads, keep_heads
+from .head_ablation import ablate_heads, keep_heads
 from .layers import drop_layer, truncate
 from .rows import mask_last_row
 

@@ -10,11 +10,12 @@ attention and Mamba-2 in parallel in every layer: two mixers per layer, told apa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator
-
-from torch import nn
+from typing import TYPE_CHECKING, Iterator
 
 from ..errors import HeadIndexError, LayerIndexError
+
+if TYPE_CHECKING:
+    from torch import nn
 
 KINDS = ("attention", "mamba1", "mamba2", "discrete-mamba2")
 

@@ -227,10 +227,11 @@ def kv_cache_bytes(info: ModelInfo, rows: int, tokens: int) -> float:
 
 def eval_tasks(hw: Hardware, info: ModelInfo, tasks, eval_cfg: dict, layers: float | None = None,
                repeats: int = 1) -> tuple[float, float]:
-    """(seconds, peak bytes) of lm-eval ``tasks`` on the model (``layers`` kept), ``repeats`` times."""
-    B = int(eval_cfg.get("batch_size", 32))
-    max_len = int(eval_cfg.get("max_length", 4096))
-    limit = eval_cfg.get("limit")
+    """(seconds, peak bytes) of lm-eval ``tasks`` on the model (``layers`` kept), ``repeats`` times;
+    ``eval_cfg``: the study's validated ``eval`` settings (every key, the schema's defaults filled in)."""
+    B = int(eval_cfg["batch_size"])
+    max_len = int(eval_cfg["max_length"])
+    limit = eval_cfg["limit"]
     r = rate(hw, info)
     secs, peak = 0.0, 0.0
     L = info.n_layers if layers is None else layers

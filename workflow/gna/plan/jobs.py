@@ -59,11 +59,15 @@ def parse_dry_run(text: str) -> list[tuple[str, dict]]:
     return out
 
 
+# A rule block's resources that ask for GPUs: the model jobs' (common.smk's MODEL_RESOURCES), or gpu=.
+GPU_RESOURCES = re.compile(r"^\s+(\*\*MODEL_RESOURCES\b|gpu\s*=)", re.M)
+
+
 def gpu_rules(rules_dir: str | Path = ROOT / "workflow/rules") -> set[str]:
-    """Rules whose block declares a ``gpu=`` resource (the model-running rules)."""
+    """Rules whose block asks for the ``gpu`` resource (the model-running rules)."""
     text = "\n".join(p.read_text() for p in sorted(Path(rules_dir).glob("*.smk")))
     parts = re.split(r"^rule (\w+):", text, flags=re.M)
-    return {name for name, body in zip(parts[1::2], parts[2::2]) if re.search(r"^\s+gpu\s*=", body, re.M)}
+    return {name for name, body in zip(parts[1::2], parts[2::2]) if GPU_RESOURCES.search(body)}
 
 
 # -- the study's models --------------------------------------------------------------------------
@@ -86,17 +90,20 @@ def _model_cfg(config: dict, name: str) -> dict:
 
 
 class Study:
+    """The study's config, validated (the schema's defaults filled in: gna.config_schema.with_defaults),
+    and the hardware it is planned for."""
+
     def __init__(self, config: dict, hw: Hardware):
         self.config, self.hw = config, hw
         self._info: dict = {}
-        self.exps = config.get("experiments") or {}
-        self.eval = {**(config.get("eval") or {})}
+        self.exps = config["experiments"]
+        self.eval = {**config["eval"]}
 
     def info(self, name: str) -> E.ModelInfo:
         if name not in self._info:
             m = self.config["models"][name]
             self._info[name] = E.model_info(name, _model_cfg(self.config, name), m.get("family"),
-                                            self.config.get("dtype", "float32"))
+                                            self.config["dtype"])
         return self._info[name]
 
     def tasks(self, *roles) -> list[str]:
@@ -135,7 +142,7 @@ def _training(s: Study, teacher: str, d: dict, stage: int, k: int, state: int) -
     steps = (d.get("steps") or [None] * 3)[stage - 1]
     tokens = float(steps) * batch * seq if steps else float((d.get("tokens") or [0] * 3)[stage - 1] or 0)
     flops, peak = E.training_step(s.hw, st, t, mb, seq, stage, int(d.get("vocab_chunk") or 4096),
-                                  int(d.get("chunk_size") or 128))
+                                  int(d["chunk_size"]))
     secs = tokens * flops / E.rate(s.hw, st, training=True)
     host = E.host_gb(s.hw, t) + 4.0  # + the data stream's buffers
     return Estimate(gpu_gb=peak / GB, host_gb=host, hours=(secs + E.load_seconds(s.hw, t)) / 3600,
@@ -155,8 +162,8 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
     if rule == "head_scan":
         sc, info = cfg["scan"], s.info(wc["model"])
         secs, peak = E.head_scan(hw, info, int(cfg["kv_probe"]["n_examples"]), int(sc["n_pairs"]),
-                                 int(sc.get("batch_size", 32)), int(sc.get("max_rows", 256)),
-                                 int(sc.get("classify_top", 10)), int(sc.get("classify_examples", 20)))
+                                 int(sc["batch_size"]), int(sc["max_rows"]),
+                                 int(sc["classify_top"]), int(sc["classify_examples"]))
         return Estimate(gpu_gb=peak / GB, host_gb=E.host_gb(hw, info),
                         hours=(secs + E.load_seconds(hw, info)) / 3600)
     if rule == "gradual_pruning":
@@ -174,10 +181,10 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
         return _eval_job(s, info, s.tasks("mmlu"), layers=info.n_layers - 1, repeats=heads)
     if rule == "kv_pairs":
         info = s.info(wc["model"])
-        seeds = ex["kv_pairs"].get("probe_seeds")
-        pairs = list(ex["kv_pairs"].get("pairs", [])) * (3 if seeds is None else max(1, len(seeds)))
+        seeds = ex["kv_pairs"]["probe_seeds"]
+        pairs = list(ex["kv_pairs"]["pairs"]) * (3 if seeds is None else max(1, len(seeds)))
         secs, peak = E.probe_scoring(hw, info, int(cfg["kv_probe"]["n_examples"]), pairs,
-                                     int(s.eval.get("batch_size", 32)))
+                                     int(s.eval["batch_size"]))
         return Estimate(gpu_gb=peak / GB, host_gb=E.host_gb(hw, info),
                         hours=(secs + E.load_seconds(hw, info)) / 3600)
     if rule == "topk_removal":
@@ -187,7 +194,7 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
     if rule == "hybrid_attention":
         return _eval_job(s, s.info(wc["model"]), s.tasks("mmlu", "retrieval", "knowledge"))
     if rule == "ssm_masking":
-        m = ex.get("ssm_masking", {})
+        m = ex["ssm_masking"]
         tasks = m.get("tasks") or [t for t in s.tasks("mmlu", "knowledge") if t != "winogrande"]
         e = _eval_job(s, s.info(wc["model"]), tasks, repeats=1 if wc.get("mode") == "none" else 2)
         return e
@@ -215,8 +222,8 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
             info = E.student_info(t, v.k, v.state)
         e = _eval_job(s, info, s.tasks("mmlu", "knowledge", "retrieval"))
         data = d.get("data") or {}
-        held = int(d.get("heldout_batches", 4)) * int(data.get("batch_size", 8)) * int(data.get("seq_len", 2048))
-        seeds = d.get("kv_eval_seeds")
+        held = int(d["heldout_batches"]) * int(data.get("batch_size", 8)) * int(data.get("seq_len", 2048))
+        seeds = d["kv_eval_seeds"]
         kv, _ = E.probe_scoring(hw, info, int(cfg["kv_probe"]["n_examples"]),
                                 [int(cfg["scan"]["n_pairs"])] * (3 if seeds is None else max(1, len(seeds))))
         e.hours += (kv + held * info.flops_per_token(1024) / E.rate(hw, info)) / 3600

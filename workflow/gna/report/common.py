@@ -53,6 +53,11 @@ def fmt_spread(mean: float, lo: float, hi: float, fmt: str = ".1f") -> str:
     return f"{format(mean, fmt)} [{format(lo, fmt)}, {format(hi, fmt)}]"
 
 
+def read_csvs(paths) -> pd.DataFrame:
+    """The rows of several CSV files (an experiment's per-job outputs), in order."""
+    return pd.concat([pd.read_csv(p) for p in paths], ignore_index=True)
+
+
 def published_dir() -> Path:
     """The folder of the paper's published numbers, as the workflow names it (``GNA_PUBLISHED``)."""
     value = os.environ.get(PUBLISHED_ENV)

@@ -1,4 +1,8 @@
-"""Table 1 (head keeping), Fig. 4 (KV vs pairs), slide tables (top-k removal, ARC chat vs regular)."""
+"""Table 1 (head keeping), Fig. 4 (KV vs pairs), slide tables (top-k removal, ARC chat vs regular).
+
+One concept at two layers: this module makes the head experiments' tables, :mod:`gna.report.findings.heads`
+judges the paper's claims on them (the heads come from :mod:`gna.experiments.head_selection`).
+"""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt

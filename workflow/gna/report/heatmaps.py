@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from ..experiments.heads import top_role_head
+from ..experiments.head_selection import top_role_head
 from ..mixing import mixing_matrices
 from ..models import describe
 from .common import save_figure

@@ -1,5 +1,8 @@
 """The inference-memory table: the paper's formula at L = 128/2048/4096 beside the published
-MB, the search for Hybrid-Mohawk's configuration, and the micro models' measured caches."""
+MB, the search for Hybrid-Mohawk's configuration, and the micro models' measured caches.
+
+One concept at two layers: :mod:`gna.memory` computes and measures, this module tabulates.
+"""
 from __future__ import annotations
 
 import pandas as pd

@@ -1,4 +1,8 @@
-"""Figs. 2-3: MMLU vs knowledge under gradual and individual layer pruning."""
+"""Figs. 2-3: MMLU vs knowledge under gradual and individual layer pruning.
+
+One concept at three layers: :mod:`gna.experiments.pruning` runs it, this module draws it,
+:mod:`gna.report.findings.pruning` judges it.
+"""
 from __future__ import annotations
 
 import json

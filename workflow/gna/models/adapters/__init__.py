@@ -1,34 +1,66 @@
-"""Find the adapter for a model. One adapter per architecture family."""
+"""Find the adapter of a model. One adapter per architecture family, one module per adapter.
+
+Adding a family is adding one module here that defines one :class:`Adapter` subclass (and its
+test): the modules are discovered, so the config checks, ``gna.models.tiny`` and the error
+messages learn the family from it. Importing this package needs no torch (the workflow's config
+checks use it when Snakemake parses the Snakefile).
+"""
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import weakref
+from typing import TYPE_CHECKING
 
-from torch import nn
-
-from ...errors import UnknownArchitectureError
-from .attention import AttentionAdapter
+from ...errors import ConfigError, UnknownArchitectureError
 from .base import Adapter
-from .falcon_h1 import FalconH1Adapter
-from .gpt2 import GPT2Adapter
-from .granitemoehybrid import GraniteMoeHybridAdapter
-from .hybrid_student import HybridAdapter
-from .jamba import JambaAdapter
-from .llamba import LlambaAdapter
-from .phi import PhiAdapter
-from .mamba1 import Mamba1Adapter
-from .mamba2 import Mamba2Adapter
-from .zamba2 import Zamba2Adapter
 
-# Order matters: the specific families first, the structural attention match last.
-ADAPTERS: tuple[type[Adapter], ...] = (Mamba1Adapter, Mamba2Adapter, Zamba2Adapter, LlambaAdapter,
-                                       HybridAdapter, JambaAdapter, FalconH1Adapter, GraniteMoeHybridAdapter,
-                                       GPT2Adapter, PhiAdapter, AttentionAdapter)
+if TYPE_CHECKING:
+    from torch import nn
+
+
+def _discover() -> tuple[type[Adapter], ...]:
+    found = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if info.name == "base":
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        found += [c for c in vars(module).values()
+                  if isinstance(c, type) and issubclass(c, Adapter) and c.__module__ == module.__name__]
+    # The specific families (matched by model type) first, the structural fallback last.
+    return tuple(sorted(found, key=lambda a: a.fallback))
+
+
+ADAPTERS: tuple[type[Adapter], ...] = _discover()
+FAMILIES: tuple[str, ...] = tuple(a.family for a in ADAPTERS)
 _attached: "weakref.WeakKeyDictionary[nn.Module, Adapter]" = weakref.WeakKeyDictionary()
 
 
 def supported_families() -> str:
-    shown = (AttentionAdapter,) + ADAPTERS[:-1]  # the general family first
+    shown = sorted(ADAPTERS, key=lambda a: not a.fallback)  # the general family first
     return "; ".join(f"{a.family} ({a.examples})" for a in shown)
+
+
+def adapter_of_family(family: str) -> type[Adapter]:
+    for a in ADAPTERS:
+        if a.family == family:
+            return a
+    raise UnknownArchitectureError(f"unknown model family {family!r}; supported families: {supported_families()}")
+
+
+def adapter_of_config(cfg: dict, family: str | None = None) -> type[Adapter] | None:
+    """The adapter of a config.json (a dict; ``family`` forces one), or None where none matches."""
+    if family is not None:
+        return adapter_of_family(family)
+    return next((a for a in ADAPTERS if a.matches_config(cfg)), None)
+
+
+def builder_of(name: str) -> type[Adapter]:
+    """The adapter that can build a tiny ``name`` model (``llama``, ``qwen2``, ``falcon-mamba``, ...)."""
+    for a in ADAPTERS:
+        if name in a.builds:
+            return a
+    raise ConfigError(f"no tiny config for family {name!r}; known: {', '.join(n for a in ADAPTERS for n in a.builds)}")
 
 
 def _arch(model: nn.Module) -> str:
@@ -39,14 +71,12 @@ def _arch(model: nn.Module) -> str:
 def attach_adapter(model: nn.Module, family: str | None = None, **options) -> Adapter:
     """Pick (or force) the adapter of ``model``, remember it, and return it."""
     if family is not None:
-        found = [a for a in ADAPTERS if a.family == family]
-        if not found:
+        forced = adapter_of_family(family)
+        if forced.refusal(model):  # a forced family must still fit (Falcon-H1 forced to "attention")
             raise UnknownArchitectureError(
-                f"unknown model family {family!r}; supported families: {supported_families()}")
-        if found[0].refusal(model):  # a forced family must still fit (Falcon-H1 forced to "attention")
-            raise UnknownArchitectureError(
-                f"{_arch(model)} cannot be described as family {family!r}: {found[0].refusal(model)}; "
+                f"{_arch(model)} cannot be described as family {family!r}: {forced.refusal(model)}; "
                 f"supported families: {supported_families()}")
+        found = [forced]
     else:
         found = [a for a in ADAPTERS if a.matches(model)]
         if not found:

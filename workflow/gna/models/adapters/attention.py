@@ -14,13 +14,18 @@ matched it first.
 """
 from __future__ import annotations
 
-from torch import nn
+from typing import TYPE_CHECKING
 
 from ..description import Mixer
-from .base import Adapter, other_token_mixers
+from .base import Adapter, n_layers_of, other_token_mixers
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 def _layers(model: nn.Module):
+    from torch import nn
+
     layers = getattr(getattr(model, "model", None), "layers", None)
     return layers if isinstance(layers, nn.ModuleList) and len(layers) > 0 else None
 
@@ -28,6 +33,26 @@ def _layers(model: nn.Module):
 class AttentionAdapter(Adapter):
     family = "attention"
     examples = "Llama, Qwen2, Qwen3, Mistral, Gemma, Phi-3, OLMo, OLMo-2"
+    fallback = True
+    builds = {"llama": "LlamaConfig", "qwen2": "Qwen2Config", "olmo": "OlmoConfig", "olmo2": "Olmo2Config"}
+
+    @classmethod
+    def matches_config(cls, cfg: dict) -> bool:
+        return bool(n_layers_of(cfg)) and "num_attention_heads" in cfg
+
+    @classmethod
+    def structure(cls, cfg: dict, **options) -> tuple[int, int]:
+        cls.check_options(options)
+        L = n_layers_of(cfg)
+        return L, L * cfg["num_attention_heads"]
+
+    @classmethod
+    def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:
+        kw = dict(num_attention_heads=heads, intermediate_size=2 * hidden, max_position_embeddings=512,
+                  tie_word_embeddings=False)
+        if name in ("llama", "qwen2"):  # Qwen2: grouped-query attention, 2 query heads share one K/V
+            kw["num_key_value_heads"] = max(1, heads // 2) if name == "qwen2" else heads
+        return kw
 
     @classmethod
     def _problem(cls, layers) -> str | None:

@@ -1,11 +1,24 @@
-"""The adapter interface: one subclass per architecture family."""
+"""The adapter interface: one subclass per architecture family, the one place a family is described.
+
+An adapter says, for its family: which models it is (``model_types``, or a structural match),
+how to read its structure off a ``config.json`` alone (:meth:`Adapter.structure`: the study's
+config is checked with it when the workflow is parsed, before anything loads), how to find its
+decoder layers and mixers in a loaded model (:meth:`Adapter.layers`, :meth:`Adapter.mixers`), and
+how to build a tiny random-init model of it for tests and the micro study (``builds``,
+:meth:`Adapter.tiny_config`). Importing an adapter needs no torch: only the methods that take a
+loaded model touch it.
+"""
 from __future__ import annotations
 
+import importlib
 import re
+from typing import TYPE_CHECKING, Any
 
-from torch import nn
-
+from ...errors import ConfigError
 from ..description import Mixer, ModelDescription
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 class Adapter:
@@ -16,12 +29,58 @@ class Adapter:
     layer_returns_tuple: bool = False
     """True where the model's loop reads ``layer(...)[0]`` (Falcon-H1): a skipped layer must then
     return ``(hidden,)``, not the bare tensor (see :class:`gna.interventions.SkipLayer`)."""
+    fallback: bool = False
+    """Matched by structure after every other adapter had its turn (the generic attention decoder)."""
+    builds: dict[str, str] = {}
+    """Models of the family gna can build from scratch (``gna.models.tiny``, the micro study): name ->
+    the name of its transformers config class (a name, so that importing the adapter needs no
+    transformers)."""
 
     def __init__(self, model: nn.Module, **options):
-        if options:
-            from ...errors import ConfigError
-            raise ConfigError(f"the {self.family} adapter takes no options; got {sorted(options)}")
+        self.check_options(options)
         self.model = model
+
+    # ---------------------------------------------------------------- from a config.json, no torch
+
+    @classmethod
+    def matches_config(cls, cfg: dict) -> bool:
+        """Is ``cfg`` (a config.json as a dict) of this family?"""
+        return cfg.get("model_type") in cls.model_types
+
+    @classmethod
+    def check_options(cls, options: dict) -> None:
+        if options:
+            raise ConfigError(f"adapter_options: the {cls.family} adapter takes no options; got {sorted(options)}")
+
+    @classmethod
+    def structure(cls, cfg: dict, **options) -> tuple[int, int]:
+        """``(n_layers, total heads)`` from a config.json alone (no torch, no weights): the numbers
+        :meth:`describe` gives once the model is loaded (tests/test_families.py checks that both agree
+        for every family). ``options`` are the adapter's; a bad one raises a ConfigError whose message
+        begins with its key in the model entry (``adapter_options.channel_group = ...``)."""
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- tiny models of the family
+
+    @classmethod
+    def config_class(cls, name: str):
+        return getattr(importlib.import_module("transformers"), cls.builds[name])
+
+    @classmethod
+    def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict[str, Any]:
+        """The config fields of a tiny ``name`` beyond the common ones (vocabulary, width, depth, ids)."""
+        raise NotImplementedError
+
+    @classmethod
+    def tiny_config(cls, name: str, vocab_size: int = 128, hidden: int = 32, layers: int = 2, heads: int = 4,
+                    **overrides):
+        """A small config of ``name`` (one of :attr:`builds`); ``overrides`` go to the config class verbatim."""
+        common = dict(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
+                      bos_token_id=1, eos_token_id=2, pad_token_id=0)
+        kw = cls.tiny_kwargs(name, hidden=hidden, layers=layers, heads=heads)
+        return cls.config_class(name)(**{**common, **kw, **overrides})
+
+    # ---------------------------------------------------------------- a loaded model
 
     @classmethod
     def matches(cls, model: nn.Module) -> bool:
@@ -51,6 +110,11 @@ class Adapter:
         return self._description
 
 
+def n_layers_of(cfg: dict) -> int | None:
+    """A config.json's depth, under the names transformers and the Mamba checkpoints use."""
+    return cfg.get("num_hidden_layers") or cfg.get("n_layer")
+
+
 # Class-name fragments of token-mixing modules (attention, SSMs, recurrences, long convolutions).
 # MLPs, MoE blocks, norms, dropouts and activations match none of them.
 _MIXER_NAME = re.compile(r"attention|attn|mamba|mixer|ssm|recurren|rwkv|retention|deltanet|hyena|lightning",
@@ -63,6 +127,8 @@ def _mixes_tokens(module: nn.Module) -> bool:
     By its class name, an SSM's ``A_log`` parameter, or a depthwise ``Conv1d`` (the short causal
     convolution of Mamba-style mixers): an MLP mixes channels only and has none of these.
     """
+    from torch import nn
+
     for m in module.modules():
         if _MIXER_NAME.search(type(m).__name__) or "A_log" in dict(m.named_parameters(recurse=False)):
             return True

@@ -12,11 +12,14 @@ layer must return a tuple too (``layer_returns_tuple``).
 """
 from __future__ import annotations
 
-from torch import nn
+from typing import TYPE_CHECKING
 
 from ...errors import UnknownArchitectureError
 from ..description import Mixer
-from .base import Adapter, other_token_mixers
+from .base import Adapter, n_layers_of, other_token_mixers
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 class FalconH1Adapter(Adapter):
@@ -24,6 +27,20 @@ class FalconH1Adapter(Adapter):
     examples = "Falcon-H1-0.5B ... 34B (parallel attention + Mamba-2 in every layer)"
     model_types = ("falcon_h1",)
     layer_returns_tuple = True
+    builds = {"falcon-h1": "FalconH1Config"}
+
+    @classmethod
+    def structure(cls, cfg: dict, **options) -> tuple[int, int]:
+        cls.check_options(options)
+        L = n_layers_of(cfg)
+        return L, L * (cfg["num_attention_heads"] + cfg["mamba_n_heads"])
+
+    @classmethod
+    def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:
+        # attention (GQA) and Mamba-2 (heads of 8) in every layer
+        return dict(num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), intermediate_size=2 * hidden,
+                    mamba_d_ssm=2 * hidden, mamba_n_heads=hidden // 4, mamba_d_state=8, mamba_chunk_size=16,
+                    max_position_embeddings=512, tie_word_embeddings=False)
 
     def layers(self) -> nn.ModuleList:
         return self.model.model.layers

@@ -9,16 +9,29 @@ encoder-decoder pairs) have a second, cross-attention mixer per layer and are re
 """
 from __future__ import annotations
 
-from torch import nn
+from typing import TYPE_CHECKING
 
 from ..description import Mixer
 from .base import Adapter, other_token_mixers
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 class GPT2Adapter(Adapter):
     family = "gpt2"
     examples = "GPT-2 small/medium/large/XL, DistilGPT2 (Conv1D c_proj)"
     model_types = ("gpt2",)
+    builds = {"gpt2": "GPT2Config"}
+
+    @classmethod
+    def structure(cls, cfg: dict, **options) -> tuple[int, int]:
+        cls.check_options(options)
+        return cfg["n_layer"], cfg["n_layer"] * cfg["n_head"]
+
+    @classmethod
+    def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:
+        return dict(num_attention_heads=heads, n_positions=512)
 
     @classmethod
     def matches(cls, model: nn.Module) -> bool:
@@ -30,6 +43,8 @@ class GPT2Adapter(Adapter):
             return None
         if getattr(model.config, "add_cross_attention", False):
             return "GPT-2 with add_cross_attention has a cross-attention mixer per layer, which gna does not describe"
+        from torch import nn
+
         h = getattr(getattr(model, "transformer", None), "h", None)
         if not isinstance(h, nn.ModuleList) or not all(hasattr(getattr(b, "attn", None), "c_proj") for b in h):
             return "not a GPT2LMHeadModel layout (transformer.h[i].attn.c_proj)"

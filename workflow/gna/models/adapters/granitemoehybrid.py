@@ -10,17 +10,38 @@ projection, which leaves head ablation at the projection input exact.
 """
 from __future__ import annotations
 
-from torch import nn
+from typing import TYPE_CHECKING
 
 from ...errors import UnknownArchitectureError
 from ..description import Mixer
-from .base import Adapter, other_token_mixers
+from .base import Adapter, n_layers_of, other_token_mixers
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 class GraniteMoeHybridAdapter(Adapter):
     family = "granitemoehybrid"
     examples = "Granite-4.0-H-Micro/Tiny/Small (Mamba-2 + attention layers, MoE)"
     model_types = ("granitemoehybrid",)
+    builds = {"granitemoehybrid": "GraniteMoeHybridConfig"}
+    ATTENTION_TYPES = ("attention", "full_attention")
+    """``config.layer_types`` entries of attention layers; every other entry is a Mamba-2 layer."""
+
+    @classmethod
+    def structure(cls, cfg: dict, **options) -> tuple[int, int]:
+        cls.check_options(options)
+        L = n_layers_of(cfg)
+        n_attn = sum(t in cls.ATTENTION_TYPES for t in cfg.get("layer_types") or [])
+        return L, n_attn * cfg["num_attention_heads"] + (L - n_attn) * cfg["mamba_n_heads"]
+
+    @classmethod
+    def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:
+        # Mamba-2 and attention layers alternating, 2 small experts
+        return dict(num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), intermediate_size=hidden,
+                    shared_intermediate_size=hidden, num_local_experts=2, num_experts_per_tok=1,
+                    layer_types=(["mamba", "attention"] * layers)[:layers], mamba_n_heads=hidden // 4,
+                    mamba_d_state=8, mamba_chunk_size=16, max_position_embeddings=512, tie_word_embeddings=False)
 
     def layers(self) -> nn.ModuleList:
         return self.model.model.layers

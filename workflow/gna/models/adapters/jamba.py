@@ -9,11 +9,15 @@ token mixer, so ``(layer, head)`` needs no kind.
 """
 from __future__ import annotations
 
-from torch import nn
+from typing import TYPE_CHECKING
 
-from ...errors import ConfigError, UnknownArchitectureError
+from ...errors import UnknownArchitectureError
 from ..description import Mixer
-from .base import Adapter, other_token_mixers
+from .base import Adapter, n_layers_of, other_token_mixers
+from .mamba1 import channel_heads
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 class JambaAdapter(Adapter):
@@ -21,13 +25,28 @@ class JambaAdapter(Adapter):
     examples = "Jamba-v0.1, Jamba-1.5 (attention + Mamba-1 layers, MoE)"
     model_types = ("jamba",)
 
+    builds = {"jamba": "JambaConfig"}
+    WIDTH = "Jamba: config.json mamba_expand x hidden_size"
+
     def __init__(self, model: nn.Module, channel_group: int = 1):
         self.model = model
-        d_inner = model.config.mamba_expand * model.config.hidden_size
-        if not isinstance(channel_group, int) or channel_group < 1 or d_inner % channel_group:
-            raise ConfigError(f"channel_group={channel_group!r} must be a positive divisor of the "
-                              f"Jamba Mamba inner width {d_inner}")
+        channel_heads(model.config.mamba_expand * model.config.hidden_size, channel_group, self.WIDTH)
         self.channel_group = channel_group
+
+    @classmethod
+    def structure(cls, cfg: dict, channel_group: int = 1) -> tuple[int, int]:
+        L = n_layers_of(cfg)
+        n_attn = sum(i % cfg["attn_layer_period"] == cfg["attn_layer_offset"] for i in range(L))
+        mamba_heads = channel_heads(cfg["mamba_expand"] * cfg["hidden_size"], channel_group, cls.WIDTH)
+        return L, n_attn * cfg["num_attention_heads"] + (L - n_attn) * mamba_heads
+
+    @classmethod
+    def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:
+        # odd layers attention, even layers Mamba-1; MoE (2 small experts) on even layers
+        return dict(num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), intermediate_size=2 * hidden,
+                    attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=0,
+                    num_experts=2, num_experts_per_tok=1, mamba_d_state=4, mamba_expand=2, mamba_dt_rank=4,
+                    max_position_embeddings=512, tie_word_embeddings=False)
 
     def layers(self) -> nn.ModuleList:
         return self.model.model.layers

@@ -5,11 +5,14 @@ channels makes a coarser, cheaper scan for small models.
 """
 from __future__ import annotations
 
-from torch import nn
+from typing import TYPE_CHECKING
 
 from ...errors import ConfigError
 from ..description import Mixer
-from .base import Adapter
+from .base import Adapter, n_layers_of
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 def divisors(n: int, shown: int = 12) -> str:
@@ -18,21 +21,38 @@ def divisors(n: int, shown: int = 12) -> str:
     return ", ".join(map(str, ds[:shown])) + (", ..." if len(ds) > shown else "")
 
 
+def channel_heads(width: int, group, where: str) -> int:
+    """The heads of a Mamba-1 mixer of ``width`` inner channels, ``group`` channels per head.
+
+    Checked from the config when the workflow is parsed and again when the adapter is attached: a
+    group that does not divide the channels would silently drop the last channels from every head.
+    """
+    if not isinstance(group, int) or isinstance(group, bool) or group < 1 or width % group:
+        raise ConfigError(f"adapter_options.channel_group = {group!r} does not divide the Mamba inner width {width} "
+                          f"({where}); divisors: {divisors(width)}")
+    return width // group
+
+
 class Mamba1Adapter(Adapter):
     family = "mamba1"
     examples = "Mamba, Falcon-Mamba"
     model_types = ("mamba", "falcon_mamba")
+    builds = {"mamba1": "MambaConfig", "falcon-mamba": "FalconMambaConfig"}
+    WIDTH = "config.json intermediate_size"
 
     def __init__(self, model: nn.Module, channel_group: int = 1):
         self.model = model
-        d_inner = model.config.intermediate_size
-        # Checked when the adapter is attached (at load, before any describe() or scan): a group
-        # that does not divide the channels would silently drop the last channels from every head.
-        if not isinstance(channel_group, int) or channel_group < 1 or d_inner % channel_group:
-            raise ConfigError(f"adapter_options.channel_group = {channel_group!r} must be a positive divisor of "
-                              f"the Mamba inner width {d_inner} (config.json intermediate_size); divisors: "
-                              f"{divisors(d_inner)}")
+        channel_heads(model.config.intermediate_size, channel_group, self.WIDTH)
         self.channel_group = channel_group
+
+    @classmethod
+    def structure(cls, cfg: dict, channel_group: int = 1) -> tuple[int, int]:
+        L = n_layers_of(cfg)
+        return L, L * channel_heads(cfg["intermediate_size"], channel_group, cls.WIDTH)
+
+    @classmethod
+    def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:
+        return dict(state_size=4, expand=2, conv_kernel=4, tie_word_embeddings=False)
 
     def layers(self) -> nn.ModuleList:
         return self.model.backbone.layers

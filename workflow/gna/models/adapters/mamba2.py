@@ -5,16 +5,31 @@ heads, so zeroing one head there rescales the others.
 """
 from __future__ import annotations
 
-from torch import nn
+from typing import TYPE_CHECKING
 
 from ..description import Mixer
-from .base import Adapter
+from .base import Adapter, n_layers_of
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 class Mamba2Adapter(Adapter):
     family = "mamba2"
     examples = "Mamba-2, Mamba-Codestral"
     model_types = ("mamba2",)
+    builds = {"mamba2": "Mamba2Config"}
+
+    @classmethod
+    def structure(cls, cfg: dict, **options) -> tuple[int, int]:
+        cls.check_options(options)
+        L = n_layers_of(cfg)
+        return L, L * cfg["num_heads"]
+
+    @classmethod
+    def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:
+        return dict(num_heads=heads * 2, head_dim=hidden * 2 // (heads * 2), state_size=8, expand=2,
+                    n_groups=1, chunk_size=16, tie_word_embeddings=False)
 
     def layers(self) -> nn.ModuleList:
         return self.model.backbone.layers

@@ -7,17 +7,26 @@ only through ``dense``. (Phi-3 uses ``o_proj`` and goes to the generic attention
 """
 from __future__ import annotations
 
-from torch import nn
+from typing import TYPE_CHECKING
 
 from ...errors import UnknownArchitectureError
 from ..description import Mixer
+from .attention import AttentionAdapter
 from .base import Adapter, other_token_mixers
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 class PhiAdapter(Adapter):
     family = "phi"
     examples = "Phi-1, Phi-1.5, Phi-2 (self_attn.dense)"
     model_types = ("phi",)
+    builds = {"phi": "PhiConfig"}
+
+    # As for any attention decoder: one attention block per layer, the same tiny shape.
+    structure = AttentionAdapter.__dict__["structure"]
+    tiny_kwargs = AttentionAdapter.__dict__["tiny_kwargs"]
 
     def layers(self) -> nn.ModuleList:
         return self.model.model.layers

@@ -6,16 +6,35 @@ layer's forward, so a hook ablates (invocation layer, head) alone.
 """
 from __future__ import annotations
 
-from torch import nn
+from typing import TYPE_CHECKING
 
 from ..description import Mixer
-from .base import Adapter
+from .base import Adapter, n_layers_of
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 class Zamba2Adapter(Adapter):
     family = "zamba2"
     examples = "Zamba2-1.2B, Zamba2-2.7B, Zamba2-7B"
     model_types = ("zamba2",)
+    builds = {"zamba2": "Zamba2Config"}
+
+    @classmethod
+    def structure(cls, cfg: dict, **options) -> tuple[int, int]:
+        cls.check_options(options)
+        L = n_layers_of(cfg)
+        n_invocations = cfg["layers_block_type"].count("hybrid")
+        return L, L * cfg["n_mamba_heads"] + n_invocations * cfg["num_attention_heads"]
+
+    @classmethod
+    def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:
+        blocks = ["mamba", "hybrid"] * max(1, layers // 2) + ["mamba"] * (layers % 2)
+        return dict(layers_block_type=blocks, num_attention_heads=heads, num_key_value_heads=heads,
+                    mamba_d_state=8, mamba_headdim=8, n_mamba_heads=hidden * 2 // 8, num_mem_blocks=1,
+                    use_shared_attention_adapter=False, chunk_size=16, max_position_embeddings=512,
+                    intermediate_size=2 * hidden)
 
     def layers(self) -> nn.ModuleList:
         return self.model.model.layers

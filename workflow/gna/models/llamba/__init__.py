@@ -11,7 +11,8 @@ from pathlib import Path
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
 from . import kernels  # noqa: F401  gna.models.llamba.kernels: the optional fused CUDA kernels
-from .configuration import LlambaConfig, is_llamba_config
+from ..adapters.llamba import is_llamba_config  # the family's one format test, in its adapter
+from .configuration import LlambaConfig
 from .modeling import (DiscreteMamba2, LlambaCache, LlambaDecoderLayer, LlambaForCausalLM, LlambaModel, segsum,
                        ssd_scan)
 

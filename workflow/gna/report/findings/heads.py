@@ -1,15 +1,7 @@
-"""``figures/findings.md``: for each claim of the paper, whether this run shows it, with numbers.
+"""Findings on single heads: Table 1 (keeping the two G&A heads), Fig. 4 (KV pairs), top-k removal
+against its random control, and SSM vs transformer redundancy at an equal share of heads.
 
-Each check reads the tables the other report rules wrote and returns rows of (claim, model,
-verdict, evidence). Verdicts: ``holds``, ``does not hold``, ``partly``, ``n/a`` (the run lacks
-what the claim needs, or the unmodified model is near chance on the claim's task: within
-``common.NEAR_CHANCE`` of ``common.CHANCE``, the one chance convention). At micro scale the
-comparison is of shape, not of values. Where a number rests on random draws (random heads, probe
-sets) the tables carry min-max spreads, and a verdict asks for an effect beyond them.
-
-Settings (``make``'s ``settings``; the findings rule passes the config's): ``mmlu_chance``,
-``tolerance`` (layer_pruning: MMLU kept within it), ``collapse`` (share of the above-chance MMLU
-lost for a collapse), ``knowledge_tolerance`` (knowledge kept within it), accuracies in 0-1.
+One concept at two layers: :mod:`gna.report.heads` makes these tables, this module judges them.
 """
 from __future__ import annotations
 
@@ -18,133 +10,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import hybrid as hybrid_report
-from .common import chance_of, near_chance, write_text
+from ..common import chance_of, near_chance
+from .pruning import minimal_scores
+from .verdicts import SETTINGS, judge, read_table
 
-SETTINGS = {"mmlu_chance": 0.25, "tolerance": 0.05, "collapse": 0.5, "knowledge_tolerance": 0.05}
 REDUNDANCY_SHARE = 0.10
 """SSM vs transformer redundancy is compared on the top heads covering this share of each model's heads."""
-
-
-def _read(figures: Path, name: str) -> pd.DataFrame | None:
-    p = figures / name
-    return pd.read_csv(p) if p.is_file() else None
-
-
-def _verdict(ok: bool, partly: bool = False) -> str:
-    return "holds" if ok else ("partly" if partly else "does not hold")
-
-
-def _gradual_rows(t: pd.DataFrame, model: str) -> pd.DataFrame:
-    g = t[(t.experiment == "gradual") & (t.model == model)].copy()
-    if "depth" not in g or g["depth"].isna().any():
-        g["depth"] = [int(str(x).split("..")[1]) + 1 for x in g.layers]
-    return g.sort_values("depth").reset_index(drop=True)
-
-
-def _minimal_depth(g: pd.DataFrame, tolerance: float) -> int:
-    """The table's minimal depth, or (an older table) the rule of gna.experiments.pruning.minimal_depth."""
-    if "minimal_depth" in g and g.minimal_depth.notna().any():
-        return int(g.minimal_depth.dropna().iloc[0])
-    full, depth = g.mmlu.iloc[-1], int(g.depth.iloc[-1])
-    for r in g[g.depth >= min(2, depth)].sort_values("depth", ascending=False).itertuples():
-        if r.mmlu < full - tolerance:
-            break
-        depth = int(r.depth)
-    return depth
-
-
-def gradual(fig: Path, settings: dict | None = None) -> list[dict]:
-    """Fig. 2's shape: MMLU within ``tolerance`` of the full model's at every depth from the full one
-    down to the minimal depth (which must cut at least one layer), and at the first depth below it a
-    collapse (at least ``collapse`` of the full model's above-chance MMLU lost). 'holds' needs both."""
-    st = {**SETTINGS, **(settings or {})}
-    t = _read(fig, "layer_pruning.csv")
-    if t is None:
-        return []
-    chance, tol = chance_of("mmlu", st["mmlu_chance"]), st["tolerance"]
-    claim = "Fig. 2: cutting layers from the end, MMLU holds then collapses to chance"
-    rows = []
-    for model in dict.fromkeys(t[t.experiment == "gradual"].model):
-        g = _gradual_rows(t, model)
-        full = g.iloc[-1]
-        if near_chance(full.mmlu, chance):
-            rows.append(dict(claim=claim, model=model, verdict="n/a",
-                             evidence=f"the full model is near chance on MMLU ({full.mmlu:.2f})"))
-            continue
-        minimal = _minimal_depth(g, tol)
-        kept = g[g.depth >= minimal]
-        within = bool((kept.mmlu >= full.mmlu - tol).all())
-        cut = minimal < int(full.depth)
-        below = g[g.depth == minimal - 1]
-        lost = float((full.mmlu - below.mmlu.iloc[0]) / (full.mmlu - chance)) if not below.empty else float("nan")
-        collapsed = bool(lost >= st["collapse"])
-        failed = ([] if cut else [f"no layer can be cut with MMLU held (the minimal depth is the full {minimal})"])
-        failed += [] if within or not cut else [f"MMLU leaves the tolerance ({tol:.2f}) between the full and the minimal depth"]
-        failed += ([] if collapsed else
-                   ["no depth below the minimal one" if below.empty else
-                    f"no collapse below the minimal depth: {lost:.0%} of the above-chance MMLU lost, "
-                    f"under {st['collapse']:.0%}"])
-        holds_part = within and cut
-        first = g.iloc[0]
-        rows.append(dict(claim=claim, model=model, verdict=_verdict(holds_part and collapsed, holds_part or collapsed),
-                         evidence=f"MMLU {full.mmlu:.2f} at {int(full.depth)} layers, at least "
-                                  f"{kept.mmlu.min():.2f} down to the minimal depth {minimal}"
-                                  + (f"; {below.mmlu.iloc[0]:.2f} at {minimal - 1} ({lost:.0%} of the above-chance "
-                                     f"MMLU lost)" if not below.empty else "")
-                                  + (f"; {first.mmlu:.2f} at {int(first.depth)}" if first.depth < minimal - 1 else "")
-                                  + f"; knowledge {full.knowledge:.2f} -> "
-                                    f"{first.knowledge:.2f}" + (f" (failed: {'; '.join(failed)})" if failed else "")))
-    return rows
-
-
-def individual(fig: Path, settings: dict | None = None) -> list[dict]:
-    """Fig. 3 holds where some layer is critical: its removal loses at least ``collapse`` of the
-    minimal model's MMLU above chance while knowledge stays within ``knowledge_tolerance``
-    (:func:`gna.experiments.pruning.critical_table`'s rule and defaults)."""
-    st = {**SETTINGS, **(settings or {})}
-    chance, collapse, knowledge_tolerance = chance_of("mmlu", st["mmlu_chance"]), st["collapse"], st["knowledge_tolerance"]
-    t = _read(fig, "layer_pruning.csv")
-    if t is None:
-        return []
-    rows = []
-    claim = "Fig. 3: removing one critical layer collapses MMLU, knowledge barely moves"
-    for model, sub in t[t.experiment != "gradual"].groupby("model", sort=False):
-        g = t[(t.experiment == "gradual") & (t.model == model)]
-        minimal = str(sub.experiment.iloc[0]).split("(")[1].split(")")[0]   # "minimal (0..N) minus layer"
-        base = g[g.layers == minimal].iloc[0]                              # the minimal model, unablated
-        if near_chance(base.mmlu, chance):
-            rows.append(dict(claim=claim, model=model, verdict="n/a",
-                             evidence=f"the minimal model is near chance on MMLU ({base.mmlu:.2f})"))
-            continue
-        lost = (base.mmlu - sub.mmlu) / (base.mmlu - chance)
-        collapsed = sub[lost >= collapse]
-        critical = collapsed[collapsed.knowledge >= base.knowledge - knowledge_tolerance]
-        if not critical.empty:
-            verdict = "holds"
-            shown = critical
-        else:
-            verdict = "partly" if not collapsed.empty else "does not hold"
-            shown = collapsed if not collapsed.empty else sub.loc[[sub.mmlu.idxmin()]]
-        rows.append(dict(claim=claim, model=model, verdict=verdict,
-                         evidence=f"minimal model MMLU {base.mmlu:.2f}, knowledge {base.knowledge:.2f}; "
-                                  + "; ".join(f"without {r.layers}: MMLU {r.mmlu:.2f}, knowledge {r.knowledge:.2f}"
-                                              for r in shown.itertuples())
-                                  + ("" if not critical.empty else
-                                     " (no layer collapses MMLU with knowledge kept: no critical layer)")))
-    return rows
-
-
-def _minimal_scores(fig: Path, model: str, tolerance: float) -> tuple[float, float] | None:
-    """The minimal model's (MMLU, knowledge) in percent, from layer_pruning.csv, or None."""
-    t = _read(fig, "layer_pruning.csv")
-    if t is None or model not in set(t.model):
-        return None
-    g = _gradual_rows(t, model)
-    if g.empty:
-        return None
-    r = g[g.depth == _minimal_depth(g, tolerance)].iloc[0]
-    return 100 * float(r.mmlu), 100 * float(r.knowledge)
 
 
 def head_keeping(fig: Path, settings: dict | None = None) -> list[dict]:
@@ -154,7 +25,7 @@ def head_keeping(fig: Path, settings: dict | None = None) -> list[dict]:
     where keeping both heads is still 10 points above every other condition."""
     st = {**SETTINGS, **(settings or {})}
     chance = chance_of("mmlu", st["mmlu_chance"])
-    t = _read(fig, "head_keeping.csv")
+    t = read_table(fig, "head_keeping.csv")
     if t is None:
         return []
     rows = []
@@ -167,7 +38,7 @@ def head_keeping(fig: Path, settings: dict | None = None) -> list[dict]:
                              else "not run"))
             continue
         label = f"{model} ({source} heads {s.iloc[0]['gather']} + {s.iloc[0]['aggregate']})"
-        ref = _minimal_scores(fig, model, st["tolerance"])
+        ref = minimal_scores(fig, model, st["tolerance"])
         if ref is not None and near_chance(ref[0], chance, 100):
             rows.append(dict(claim=claim, model=label, verdict="n/a",
                              evidence=f"the minimal model is near chance on MMLU ({ref[0]:.1f})"))
@@ -188,7 +59,7 @@ def head_keeping(fig: Path, settings: dict | None = None) -> list[dict]:
             if off:
                 failed.append("knowledge off the minimal model's in " + ", ".join(c.replace("_", " ") for c in off))
         others = max(mm["gather_only"], mm["aggregate_only"], mm["neither"])
-        rows.append(dict(claim=claim, model=label, verdict=_verdict(not failed, mm["both"] - others >= 10),
+        rows.append(dict(claim=claim, model=label, verdict=judge(not failed, mm["both"] - others >= 10),
                          evidence=(f"minimal model MMLU {ref[0]:.1f}, knowledge {ref[1]:.1f}; " if ref else "")
                                   + f"MMLU both {mm['both']:.1f}, gather only {mm['gather_only']:.1f}, aggregate "
                                     f"only {mm['aggregate_only']:.1f}, neither {mm['neither']:.1f}; knowledge "
@@ -203,7 +74,7 @@ def kv_pairs(fig: Path) -> list[dict]:
     fewest to the most pairs, and beyond the probe seeds' spread (the lowest drop at the most pairs
     above the highest at the fewest). n/a where the full model is near chance (1 / pairs) at the
     fewest pairs, or no head is classified Aggregate."""
-    t = _read(fig, "kv_pairs.csv")
+    t = read_table(fig, "kv_pairs.csv")
     if t is None:
         return []
     rows = []
@@ -238,7 +109,7 @@ def kv_pairs(fig: Path) -> list[dict]:
 
         def fmt(d):
             return f"{d[0]:.2f}" + (f" [{d[1]:.2f}, {d[2]:.2f}]" if d[1] != d[2] else "")
-        rows.append(dict(claim=claim, model=model, verdict=_verdict(growth >= 0.05 and apart, growth > 0),
+        rows.append(dict(claim=claim, model=model, verdict=judge(growth >= 0.05 and apart, growth > 0),
                          evidence=f"drop without Aggregate {fmt(drops['no_aggregate'][0])} at {int(n0)} pairs -> "
                                   f"{fmt(drops['no_aggregate'][1])} at {int(n1)}"
                                   + (f"; without Gather {fmt(g[0])} -> {fmt(g[1])}" if g else "")
@@ -257,7 +128,7 @@ def topk(fig: Path, name: str, claim: str, retrieval: list[str], knowledge: list
     random scores (which is at most any one draw's mean: a conservative test); without the control,
     a fall of 5 points and knowledge held."""
     st = {**SETTINGS, **(settings or {})}
-    t = _read(fig, name)
+    t = read_table(fig, name)
     if t is None:
         return []
     rows = []
@@ -296,11 +167,11 @@ def topk(fig: Path, name: str, claim: str, retrieval: list[str], knowledge: list
                 [] if beyond else [f"ranked removal's retrieval mean {ranked_mean:.1f} not below every random "
                                    f"draw's (the tasks' lowest random scores average {random_floor:.1f})"]) + (
                 [] if draws >= 2 else ["one random draw: no spread"])
-            verdict = _verdict(ok, falls and on_mean)
+            verdict = judge(ok, falls and on_mean)
         else:
             failed = ([] if falls else ["retrieval falls less than 5 points"]) + (
                 [] if kept else [f"knowledge falls {k_drop:.1f} points"])
-            verdict = _verdict(falls and kept, r_drop > k_drop)
+            verdict = judge(falls and kept, r_drop > k_drop)
         if skipped:
             evidence += "; left out, the unmodified model near chance: " + ", ".join(f"{c} ({lo[c]:.1f})" for c in skipped)
         rows.append(dict(claim=claim, model=model, verdict=verdict,
@@ -320,7 +191,7 @@ def redundancy(fig: Path, share: float = REDUNDANCY_SHARE, rankings: dict | None
     if rankings:
         t = pd.concat([pd.read_csv(p).assign(model=m) for m, p in rankings.items()], ignore_index=True)
     else:
-        t = _read(fig, "head_ranking.csv")
+        t = read_table(fig, "head_ranking.csv")
     if t is None:
         return []
     kinds = t.groupby("model").kind.agg(lambda k: "attention" if set(k) == {"attention"} else
@@ -341,41 +212,8 @@ def redundancy(fig: Path, share: float = REDUNDANCY_SHARE, rankings: dict | None
     single = max(stats[m]["single"] for m in ssm) < min(stats[m]["single"] for m in att)
     summed = max(stats[m]["summed"] for m in ssm) < min(stats[m]["summed"] for m in att)
     return [dict(claim="SSM G&A is more redundant: a single SSM head matters less than the transformer's top head",
-                 model=", ".join(att + ssm), verdict=_verdict(single and summed, single or summed),
+                 model=", ".join(att + ssm), verdict=judge(single and summed, single or summed),
                  evidence=f"KV drop of the top {share:.0%} of each model's heads, summed over single-head ablations: "
                           + ", ".join(f"{m} {v['summed']:.2f} ({v['top']} of {v['n']} heads, {v['per_layer']} per layer)"
                                       for m, v in stats.items())
                           + "; top head alone: " + ", ".join(f"{m} {v['single']:.2f}" for m, v in stats.items()))]
-
-
-def memory(fig: Path) -> list[dict]:
-    t = _read(fig, "inference_memory.csv")
-    if t is None:
-        return []
-    known = t[t.model != "hybrid-mohawk"]
-    ok = (known["diff"].abs() < 1e-9).all()
-    return [dict(claim="Inference memory formula reproduces the published table", model="(formula)",
-                 verdict=_verdict(ok), evidence=f"{len(known)} of {len(known)} cells equal at the published precision"
-                 if ok else f"differences: {known['diff'].tolist()}")]
-
-
-def make(figures_dir, out_md, settings: dict | None = None, rankings: dict | None = None) -> pd.DataFrame:
-    """Every check on the tables in ``figures_dir``; ``settings``: see the module docstring;
-    ``rankings``: {model: the scan's ranking csv}, for the redundancy check."""
-    fig = Path(figures_dir)
-    st = {**SETTINGS, **{k: v for k, v in (settings or {}).items() if v is not None}}
-    rows = (gradual(fig, st) + individual(fig, st) + head_keeping(fig, st) + kv_pairs(fig)
-            + topk(fig, "topk_removal.csv", "Slides: removing the top-k KV heads hurts retrieval-heavy tasks more "
-                   "than removing k random heads, knowledge holds", ["mmlu", "gsm8k", "swde", "bbh"], ["knowledge"], st)
-            + topk(fig, "arc_chat.csv", "ARC-C chat (letter) falls under top-k removal, regular ARC-C holds",
-                   ["arc_challenge_chat"], ["arc_challenge"], st)
-            + redundancy(fig, rankings=rankings) + memory(fig) + hybrid_report.findings_rows(fig, st["mmlu_chance"]))
-    df = pd.DataFrame(rows, columns=["claim", "model", "verdict", "evidence"])
-    lines = ["# Findings: which of the paper's claims this run shows", "",
-             "Computed from the tables in this folder by `gna.report.findings`; thresholds are in its source.", ""]
-    for claim, sub in df.groupby("claim", sort=False):
-        lines.append(f"## {claim}")
-        lines += [f"- **{r.model}**: {r.verdict}. {r.evidence}" for r in sub.itertuples()]
-        lines.append("")
-    write_text("\n".join(lines), out_md)
-    return df

@@ -1,0 +1,128 @@
+"""Findings on layer pruning: Fig. 2 (cutting layers from the end) and Fig. 3 (one critical layer).
+
+Both read ``layer_pruning.csv``; :func:`minimal_scores` gives the minimal model's scores to the
+head checks, which compare against it.
+
+One concept at three layers: :mod:`gna.experiments.pruning` runs it, :mod:`gna.report.pruning`
+draws it, this module judges it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ..common import chance_of, near_chance
+from .verdicts import SETTINGS, judge, read_table
+
+
+def _gradual_rows(t: pd.DataFrame, model: str) -> pd.DataFrame:
+    g = t[(t.experiment == "gradual") & (t.model == model)].copy()
+    if "depth" not in g or g["depth"].isna().any():
+        g["depth"] = [int(str(x).split("..")[1]) + 1 for x in g.layers]
+    return g.sort_values("depth").reset_index(drop=True)
+
+
+def _minimal_depth(g: pd.DataFrame, tolerance: float) -> int:
+    """The table's minimal depth, or (an older table) the rule of gna.experiments.pruning.minimal_depth."""
+    if "minimal_depth" in g and g.minimal_depth.notna().any():
+        return int(g.minimal_depth.dropna().iloc[0])
+    full, depth = g.mmlu.iloc[-1], int(g.depth.iloc[-1])
+    for r in g[g.depth >= min(2, depth)].sort_values("depth", ascending=False).itertuples():
+        if r.mmlu < full - tolerance:
+            break
+        depth = int(r.depth)
+    return depth
+
+
+def gradual(fig: Path, settings: dict | None = None) -> list[dict]:
+    """Fig. 2's shape: MMLU within ``tolerance`` of the full model's at every depth from the full one
+    down to the minimal depth (which must cut at least one layer), and at the first depth below it a
+    collapse (at least ``collapse`` of the full model's above-chance MMLU lost). 'holds' needs both."""
+    st = {**SETTINGS, **(settings or {})}
+    t = read_table(fig, "layer_pruning.csv")
+    if t is None:
+        return []
+    chance, tol = chance_of("mmlu", st["mmlu_chance"]), st["tolerance"]
+    claim = "Fig. 2: cutting layers from the end, MMLU holds then collapses to chance"
+    rows = []
+    for model in dict.fromkeys(t[t.experiment == "gradual"].model):
+        g = _gradual_rows(t, model)
+        full = g.iloc[-1]
+        if near_chance(full.mmlu, chance):
+            rows.append(dict(claim=claim, model=model, verdict="n/a",
+                             evidence=f"the full model is near chance on MMLU ({full.mmlu:.2f})"))
+            continue
+        minimal = _minimal_depth(g, tol)
+        kept = g[g.depth >= minimal]
+        within = bool((kept.mmlu >= full.mmlu - tol).all())
+        cut = minimal < int(full.depth)
+        below = g[g.depth == minimal - 1]
+        lost = float((full.mmlu - below.mmlu.iloc[0]) / (full.mmlu - chance)) if not below.empty else float("nan")
+        collapsed = bool(lost >= st["collapse"])
+        failed = ([] if cut else [f"no layer can be cut with MMLU held (the minimal depth is the full {minimal})"])
+        failed += [] if within or not cut else [f"MMLU leaves the tolerance ({tol:.2f}) between the full and the minimal depth"]
+        failed += ([] if collapsed else
+                   ["no depth below the minimal one" if below.empty else
+                    f"no collapse below the minimal depth: {lost:.0%} of the above-chance MMLU lost, "
+                    f"under {st['collapse']:.0%}"])
+        holds_part = within and cut
+        first = g.iloc[0]
+        rows.append(dict(claim=claim, model=model, verdict=judge(holds_part and collapsed, holds_part or collapsed),
+                         evidence=f"MMLU {full.mmlu:.2f} at {int(full.depth)} layers, at least "
+                                  f"{kept.mmlu.min():.2f} down to the minimal depth {minimal}"
+                                  + (f"; {below.mmlu.iloc[0]:.2f} at {minimal - 1} ({lost:.0%} of the above-chance "
+                                     f"MMLU lost)" if not below.empty else "")
+                                  + (f"; {first.mmlu:.2f} at {int(first.depth)}" if first.depth < minimal - 1 else "")
+                                  + f"; knowledge {full.knowledge:.2f} -> "
+                                    f"{first.knowledge:.2f}" + (f" (failed: {'; '.join(failed)})" if failed else "")))
+    return rows
+
+
+def individual(fig: Path, settings: dict | None = None) -> list[dict]:
+    """Fig. 3 holds where some layer is critical: its removal loses at least ``collapse`` of the
+    minimal model's MMLU above chance while knowledge stays within ``knowledge_tolerance``
+    (:func:`gna.experiments.pruning.critical_table`'s rule and defaults)."""
+    st = {**SETTINGS, **(settings or {})}
+    chance, collapse, knowledge_tolerance = chance_of("mmlu", st["mmlu_chance"]), st["collapse"], st["knowledge_tolerance"]
+    t = read_table(fig, "layer_pruning.csv")
+    if t is None:
+        return []
+    rows = []
+    claim = "Fig. 3: removing one critical layer collapses MMLU, knowledge barely moves"
+    for model, sub in t[t.experiment != "gradual"].groupby("model", sort=False):
+        g = t[(t.experiment == "gradual") & (t.model == model)]
+        minimal = str(sub.experiment.iloc[0]).split("(")[1].split(")")[0]   # "minimal (0..N) minus layer"
+        base = g[g.layers == minimal].iloc[0]                              # the minimal model, unablated
+        if near_chance(base.mmlu, chance):
+            rows.append(dict(claim=claim, model=model, verdict="n/a",
+                             evidence=f"the minimal model is near chance on MMLU ({base.mmlu:.2f})"))
+            continue
+        lost = (base.mmlu - sub.mmlu) / (base.mmlu - chance)
+        collapsed = sub[lost >= collapse]
+        critical = collapsed[collapsed.knowledge >= base.knowledge - knowledge_tolerance]
+        if not critical.empty:
+            verdict = "holds"
+            shown = critical
+        else:
+            verdict = "partly" if not collapsed.empty else "does not hold"
+            shown = collapsed if not collapsed.empty else sub.loc[[sub.mmlu.idxmin()]]
+        rows.append(dict(claim=claim, model=model, verdict=verdict,
+                         evidence=f"minimal model MMLU {base.mmlu:.2f}, knowledge {base.knowledge:.2f}; "
+                                  + "; ".join(f"without {r.layers}: MMLU {r.mmlu:.2f}, knowledge {r.knowledge:.2f}"
+                                              for r in shown.itertuples())
+                                  + ("" if not critical.empty else
+                                     " (no layer collapses MMLU with knowledge kept: no critical layer)")))
+    return rows
+
+
+def minimal_scores(fig: Path, model: str, tolerance: float) -> tuple[float, float] | None:
+    """The minimal model's (MMLU, knowledge) in percent, from layer_pruning.csv, or None."""
+    t = read_table(fig, "layer_pruning.csv")
+    if t is None or model not in set(t.model):
+        return None
+    g = _gradual_rows(t, model)
+    if g.empty:
+        return None
+    r = g[g.depth == _minimal_depth(g, tolerance)].iloc[0]
+    return 100 * float(r.mmlu), 100 * float(r.knowledge)
