@@ -458,7 +458,7 @@ def test_table_row_through_lm_eval_and_the_pipeline_loader(tmp_path, monkeypatch
     import datasets
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf" / "datasets", raising=False)
     monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True, raising=False)
-    from gna.micro.evaluation import micro_table_row, write_kv_sweep
+    from gna.micro.acceptance_table import micro_table_row, write_kv_sweep
 
     world = WorldConfig(n_eval=8)
     train("llama", TINY["llama"], TINY_TRAIN, tmp_path / "m", seed=0)
