@@ -46,7 +46,7 @@ def structure(model: dict, source: str, name: str | None = None) -> tuple[int | 
     from .models.adapters import FAMILIES, adapter_of_config, supported_families
     from .models.tiny import ALL_FAMILIES
 
-    if model.get("family", FAMILIES[0]) not in FAMILIES:
+    if "family" in model and model["family"] not in FAMILIES:
         raise StudyConfigError(f"config error: models.{name}.family = {model['family']!r} is not a family an adapter "
                                f"describes; supported families: {supported_families()}")
     if "random" in model and model["random"]["family"] not in ALL_FAMILIES:

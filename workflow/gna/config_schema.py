@@ -24,19 +24,23 @@ def with_defaults(config: dict) -> dict:
     return out
 
 
-def defaults_of(key: str) -> dict:
-    """The settings an optional top-level object of the config (``micro``) has where a config leaves it
-    out: its properties' defaults, filled in as :func:`with_defaults` fills them in ``{key: {}}``."""
-    import tempfile
-
+def defaults_of(path: str) -> dict:
+    """The settings the object at dotted ``path`` (``micro``, ``experiments.layer_pruning``) has where a
+    config leaves them out: its properties' defaults, as validation fills them into ``{}`` there (a
+    default that is itself an object gets its own properties' defaults too)."""
     import yaml
-    from snakemake.utils import validate
 
     schema = yaml.safe_load(SCHEMA.read_text())
-    only = {**schema, "required": [], "properties": {key: schema["properties"][key]}}
-    out = {key: {}}
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "schema.yaml"
-        path.write_text(yaml.safe_dump(only, sort_keys=False))
-        validate(out, str(path))
-    return out[key]
+    node = schema
+    for part in path.split("."):
+        node = node["properties"][part]
+    return _property_defaults(node)
+
+
+def _property_defaults(node: dict) -> dict:
+    out = {}
+    for key, sub in (node.get("properties") or {}).items():
+        if "default" in sub:
+            value = copy.deepcopy(sub["default"])
+            out[key] = {**_property_defaults(sub), **value} if isinstance(value, dict) else value
+    return out

@@ -1,6 +1,6 @@
 """The micro models themselves: each family's transformers config and a freshly seeded model.
 
-A family's size comes from :data:`gna.micro.recipes.FAMILY_PRESETS`, with the caller's overrides
+A family's size comes from its recipe (:func:`gna.micro.recipes.family_preset`), with the caller's overrides
 and the tokenizer's vocabulary on top; the config classes are those the family's adapter names
 (``builds``: ``llama`` -> ``LlamaConfig``, ``mamba1`` -> ``MambaConfig``, ...), transformers' own, so a
 saved model loads with ``AutoModelForCausalLM``.
@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import ConfigError
 from ..models.tiny import config_class
-from .recipes import FAMILIES, FAMILY_PRESETS
+from .recipes import family_preset
 
 
 def model_config(family: str, overrides: dict | None, vocab_size: int, bos_id: int = 1, eos_id: int = 2,
                  pad_id: int = 0):
     """The transformers config of ``family``: preset, then ``overrides``, then the vocabulary."""
-    if family not in FAMILY_PRESETS:
-        raise ConfigError(f"unknown micro family {family!r}; known: {', '.join(FAMILIES)}")
+    kw = {**family_preset(family)["model"], **(overrides or {})}
     cls = config_class(family)
-    kw = {**FAMILY_PRESETS[family]["model"], **(overrides or {})}
     if family == "zamba2" and "layers_block_type" in kw:
         kw["num_hidden_layers"] = len(kw["layers_block_type"])
     kw.update(vocab_size=vocab_size, bos_token_id=bos_id, eos_token_id=eos_id, pad_token_id=pad_id)

@@ -197,12 +197,18 @@ class TrainConfig:
         return min(self.max_steps, sum(p.steps for p in self.phase_list()))
 
 
-def resolve_train_config(family: str, train_config: TrainConfig | dict | None) -> TrainConfig:
-    """TrainConfig defaults < the family preset < ``train_config`` (world/corpus merged by key)."""
+def family_preset(family: str) -> dict[str, Any]:
+    """The recipe of ``family`` (:data:`FAMILY_PRESETS`; not a copy), or an error naming the known ones."""
     if family not in FAMILY_PRESETS:
         raise ConfigError(f"unknown micro family {family!r}; known: {', '.join(FAMILIES)}")
+    return FAMILY_PRESETS[family]
+
+
+def resolve_train_config(family: str, train_config: TrainConfig | dict | None) -> TrainConfig:
+    """TrainConfig defaults < the family preset < ``train_config`` (world/corpus merged by key)."""
+    preset = family_preset(family)
     given = train_config.to_dict() if isinstance(train_config, TrainConfig) else dict(train_config or {})
-    merged = copy.deepcopy(FAMILY_PRESETS[family]["train"])
+    merged = copy.deepcopy(preset["train"])
     for k, v in given.items():
         if k in ("world", "corpus", "targets") and isinstance(v, dict) and k in merged:
             merged[k] = {**merged[k], **v}

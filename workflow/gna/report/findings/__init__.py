@@ -22,14 +22,14 @@ from .heads import head_keeping, kv_pairs, redundancy, topk
 from .hybrids import distillation, hybrid_attention, layer_swap, ssm_masking
 from .inference_memory import memory
 from .pruning import gradual, individual
-from .verdicts import SETTINGS
+from .verdicts import with_settings
 
 
 def make(figures_dir, out_md, settings: dict | None = None, rankings: dict | None = None) -> pd.DataFrame:
     """Every check on the tables in ``figures_dir``; ``settings``: see the package docstring;
     ``rankings``: {model: the scan's ranking csv}, for the redundancy check."""
     fig = Path(figures_dir)
-    st = {**SETTINGS, **{k: v for k, v in (settings or {}).items() if v is not None}}
+    st = with_settings(settings)
     rows = (gradual(fig, st) + individual(fig, st) + head_keeping(fig, st) + kv_pairs(fig)
             + topk(fig, "topk_removal.csv", "Slides: removing the top-k KV heads hurts retrieval-heavy tasks more "
                    "than removing k random heads, knowledge holds", ["mmlu", "gsm8k", "swde", "bbh"], ["knowledge"], st)

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..common import chance_of, near_chance
 from .pruning import minimal_scores
-from .verdicts import SETTINGS, judge, read_table
+from .verdicts import judge, read_table, with_settings
 
 REDUNDANCY_SHARE = 0.10
 """SSM vs transformer redundancy is compared on the top heads covering this share of each model's heads."""
@@ -23,7 +23,7 @@ def head_keeping(fig: Path, settings: dict | None = None) -> list[dict]:
     (not below it by more); gather only, aggregate only, neither: MMLU near chance; knowledge within
     ``knowledge_tolerance`` of the minimal model's in all four. 'holds' needs every check; 'partly'
     where keeping both heads is still 10 points above every other condition."""
-    st = {**SETTINGS, **(settings or {})}
+    st = with_settings(settings)
     chance = chance_of("mmlu", st["mmlu_chance"])
     t = read_table(fig, "head_keeping.csv")
     if t is None:
@@ -127,7 +127,7 @@ def topk(fig: Path, name: str, claim: str, retrieval: list[str], knowledge: list
     draws at least: the ranked mean over the retrieval tasks below the mean of the tasks' lowest
     random scores (which is at most any one draw's mean: a conservative test); without the control,
     a fall of 5 points and knowledge held."""
-    st = {**SETTINGS, **(settings or {})}
+    st = with_settings(settings)
     t = read_table(fig, name)
     if t is None:
         return []

@@ -9,13 +9,13 @@ from pathlib import Path
 import pandas as pd
 
 from ..common import chance_of, fmt_spread, near_chance
-from .verdicts import SETTINGS, judge, read_table
+from .verdicts import judge, read_table, with_settings
 
 
 def ssm_masking(fig: Path, settings: dict | None = None) -> list[dict]:
     """Masking the SSM's G&A heads fully takes MMLU to chance, keeping their pattern keeps it; n/a
     where the unmodified model is near chance on MMLU."""
-    chance = chance_of("mmlu", {**SETTINGS, **(settings or {})}["mmlu_chance"])
+    chance = chance_of("mmlu", with_settings(settings)["mmlu_chance"])
     t = read_table(fig, "ssm_masking.csv")
     if t is None:
         return []
@@ -41,7 +41,7 @@ def ssm_masking(fig: Path, settings: dict | None = None) -> list[dict]:
 def hybrid_attention(fig: Path, settings: dict | None = None) -> list[dict]:
     """Masking a hybrid's attention heads costs MMLU while knowledge holds (per mode); n/a where the
     unmodified model is near chance on MMLU."""
-    chance = chance_of("mmlu", {**SETTINGS, **(settings or {})}["mmlu_chance"])
+    chance = chance_of("mmlu", with_settings(settings)["mmlu_chance"])
     t = read_table(fig, "hybrid_attention.csv")
     if t is None or not {"mmlu", "knowledge"} <= set(t.columns):
         return []

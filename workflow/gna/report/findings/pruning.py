@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..common import chance_of, near_chance
-from .verdicts import SETTINGS, judge, read_table
+from .verdicts import judge, read_table, with_settings
 
 
 def _gradual_rows(t: pd.DataFrame, model: str) -> pd.DataFrame:
@@ -39,7 +39,7 @@ def gradual(fig: Path, settings: dict | None = None) -> list[dict]:
     """Fig. 2's shape: MMLU within ``tolerance`` of the full model's at every depth from the full one
     down to the minimal depth (which must cut at least one layer), and at the first depth below it a
     collapse (at least ``collapse`` of the full model's above-chance MMLU lost). 'holds' needs both."""
-    st = {**SETTINGS, **(settings or {})}
+    st = with_settings(settings)
     t = read_table(fig, "layer_pruning.csv")
     if t is None:
         return []
@@ -83,7 +83,7 @@ def individual(fig: Path, settings: dict | None = None) -> list[dict]:
     """Fig. 3 holds where some layer is critical: its removal loses at least ``collapse`` of the
     minimal model's MMLU above chance while knowledge stays within ``knowledge_tolerance``
     (:func:`gna.experiments.pruning.critical_table`'s rule and defaults)."""
-    st = {**SETTINGS, **(settings or {})}
+    st = with_settings(settings)
     chance, collapse, knowledge_tolerance = chance_of("mmlu", st["mmlu_chance"]), st["collapse"], st["knowledge_tolerance"]
     t = read_table(fig, "layer_pruning.csv")
     if t is None:
