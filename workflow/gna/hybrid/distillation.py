@@ -32,7 +32,7 @@ import json
 import math
 import re
 import shutil
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import Callable
 
@@ -44,6 +44,7 @@ from ..errors import ConfigError
 from ..io import atomic_path
 from ..mixing import eager_attention
 from ..models import adapter_for
+from .precision import LOW_PRECISION, compute_dtype, master_weights
 
 PAPER_TOKENS = {1: 3e8, 2: 5e9, 3: 2e10}  # the follow-up's budgets (mohawk configs' n_tokens)
 _TRAINABLE = {1: (r"\.mixer\.",), 2: (r"\.mixer\.", r"\.attn\.", r"\.adapter\."), 3: (r"",)}
@@ -389,10 +390,12 @@ def distill(teacher: nn.Module, student: nn.Module, stage: int, data_iter, steps
     if no_decay:
         no_decay = list(no_decay)
         fingerprint["no_decay"] = no_decay
-    with _training(student, set(names)):
+    if compute_dtype(student) in LOW_PRECISION:  # its checkpoints hold fp32 masters, not bf16 weights
+        fingerprint["master_weights"] = "float32"
+    with _training(student, set(names)), master_weights(student) as autocast:
         return _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tokens, seed, save_every,
                     keep, grad_clip, weight_decay, warmup, fingerprint,
-                    dict(micro_batch_size=micro_batch_size, vocab_chunk=vocab_chunk), schedule, no_decay)
+                    dict(micro_batch_size=micro_batch_size, vocab_chunk=vocab_chunk), schedule, no_decay, autocast)
 
 
 @contextmanager
@@ -412,7 +415,7 @@ def _training(student: nn.Module, names: set[str]):
 
 
 def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tokens, seed, save_every, keep,
-         grad_clip, weight_decay, warmup, fingerprint, memory, schedule=None, no_decay=()) -> dict:
+         grad_clip, weight_decay, warmup, fingerprint, memory, schedule=None, no_decay=(), autocast=nullcontext) -> dict:
     params = [p for p in student.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(_param_groups(student, weight_decay, no_decay), lr=lr, betas=(0.9, 0.95),
                             weight_decay=weight_decay)
@@ -452,7 +455,8 @@ def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tok
             break
         ids, am = _batch(batch, next(student.parameters()).device)
         opt.zero_grad(set_to_none=True)
-        loss = _STEP[stage](teacher, student, ids, am, **memory)
+        with autocast():  # bf16 compute for a bf16 student (fp32 masters: see gna.hybrid.precision)
+            loss = _STEP[stage](teacher, student, ids, am, **memory)
         if grad_clip:
             torch.nn.utils.clip_grad_norm_(params, grad_clip)
         opt.step()

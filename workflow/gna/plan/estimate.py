@@ -56,8 +56,9 @@ class Hardware:
     """Padded tokens per real token in length-sorted batches."""
     act_factor: float = 4.0
     """Live copies of the widest activation in a no-grad forward (residual, normed, MLP halves)."""
-    train_bytes_per_param: float = 16.0
-    """Student training state per parameter: fp32 weights, grads and AdamW's two moments."""
+    train_bytes_per_param: float = 18.0
+    """Student training state per parameter: fp32 master weights, grads and AdamW's two moments (16),
+    plus autocast's bf16 copy of the weights during a step (2; gna.hybrid.precision)."""
     train_act_per_layer: float = 34.0
     """Saved activation bytes per token per hidden unit per layer (Korthikanti et al. 2022, bf16,
     flash/SSM mixer: no T^2 term)."""
