@@ -19,7 +19,15 @@ from .errors import HeadIndexError
 from .interventions import ablate_heads, capture_layer_inputs, head_mask, start_at_layer
 from .models import adapter_for
 from .models.description import Mixer
-from .probes.scoring import EncodedProbe, accepts_logits_to_keep, batch_choice_logprobs, iter_batches, score
+from .probes.scoring import (EncodedProbe, accepts_logits_to_keep, batch_choice_logprobs, fp32_logits, iter_batches,
+                             score)
+
+# Log-prob drops closer than this are ties: the model's own rounding carried through its layers.
+# bf16 keeps 8 significant bits (2^-8 ~ 0.004 relative): micro-llama's bf16 scan moves heads' drops
+# by up to 0.004 nats from its fp32 scan; fp16 keeps 11 bits. float32/64: as before, only float
+# noise between batched and unbatched sums.
+LOGPROB_RESOLUTION = {torch.bfloat16: 1e-2, torch.float16: 1e-3}
+FP32_RESOLUTION = 1e-6
 
 COLUMNS = ["model", "layer", "head", "kind", "accuracy", "drop", "rank", "answer_logprob", "logprob_drop",
            "baseline_accuracy", "n_examples"]
@@ -36,16 +44,26 @@ def _select(model: nn.Module, kinds=None, layers=None) -> list[Mixer]:
     return found
 
 
-def rank_heads(rows: list[dict], baseline: torch.Tensor, encoded: EncodedProbe, model_name: str) -> pd.DataFrame:
-    """Tidy table, one row per head, ranked by accuracy drop (then log-prob drop, then position)."""
+def logprob_resolution(model: nn.Module) -> float:
+    """The log-prob drop below which two heads of ``model`` tie (by the dtype it computes in)."""
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    return LOGPROB_RESOLUTION.get(dtype, FP32_RESOLUTION)
+
+
+def rank_heads(rows: list[dict], baseline: torch.Tensor, encoded: EncodedProbe, model_name: str,
+               resolution: float = FP32_RESOLUTION) -> pd.DataFrame:
+    """Tidy table, one row per head, ranked by accuracy drop, then log-prob drop rounded to
+    ``resolution`` nats; heads equal in both are ties, ordered by position (layer, kind, head)."""
     base_acc = baseline.argmax(-1).eq(encoded.answers).double().mean().item()
     base_lp = baseline.gather(1, encoded.answers[:, None]).mean().item()
     df = pd.DataFrame(rows)
     df["model"], df["baseline_accuracy"], df["n_examples"] = model_name, base_acc, len(encoded)
     df["drop"] = base_acc - df["accuracy"]
     df["logprob_drop"] = base_lp - df["answer_logprob"]
-    # Rounding before sorting keeps float noise (batched vs unbatched sums) from reordering ties.
-    df["_d"], df["_l"] = df["drop"].round(9), df["logprob_drop"].round(6)
+    # Rounding before sorting keeps rounding noise (the dtype's, batched vs unbatched sums) from
+    # ordering ties; + 0.0 makes -0.0 and 0.0 one value.
+    df["_d"] = df["drop"].round(9)
+    df["_l"] = (df["logprob_drop"] / resolution).round() * resolution + 0.0
     df = df.sort_values(["_d", "_l", "layer", "kind", "head"], ascending=[False, False, True, True, True])
     df["rank"] = range(1, len(df) + 1)
     return df[COLUMNS].reset_index(drop=True)
@@ -95,14 +113,14 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
                               use_cache=False)
                     if keep:
                         kw["logits_to_keep"] = b.keep_pos
-                    with start_at_layer(model, layer, hidden.repeat(A, 1, 1)), \
+                    with start_at_layer(model, layer, hidden.repeat(A, 1, 1)), fp32_logits(model), \
                             head_mask(model, layer, mask.view(A * B, -1), mixer.kind):
                         logits = model(**kw).logits
                     lp = batch_choice_logprobs(logits.view(A, B, *logits.shape[1:]), b)  # (A, E, C)
                     _tally(totals, mixer, heads, lp.cpu(), answers.cpu())
     rows = [dict(layer=l, kind=k, head=h, accuracy=c / len(encoded), answer_logprob=s / len(encoded))
             for (l, k, h), (c, s) in totals.items()]
-    return rank_heads(rows, baseline, encoded, model_name)
+    return rank_heads(rows, baseline, encoded, model_name, logprob_resolution(model))
 
 
 @torch.no_grad()
@@ -114,11 +132,12 @@ def naive_scan_heads(model: nn.Module, encoded: EncodedProbe, kinds=None, layers
 
     def logprobs() -> torch.Tensor:
         out = torch.empty(len(encoded), encoded.n_choices, dtype=torch.float64)
-        for n, (prompt, conts) in enumerate(zip(encoded.prompt_ids, encoded.choice_ids)):
-            for c, cont in enumerate(conts):
-                ids = torch.tensor([prompt + cont], device=device)
-                lp = model(input_ids=ids, use_cache=False).logits[0, len(prompt) - 1:-1].float().log_softmax(-1)
-                out[n, c] = lp.gather(1, torch.tensor(cont, device=device)[:, None]).sum().item()
+        with fp32_logits(model):
+            for n, (prompt, conts) in enumerate(zip(encoded.prompt_ids, encoded.choice_ids)):
+                for c, cont in enumerate(conts):
+                    ids = torch.tensor([prompt + cont], device=device)
+                    lp = model(input_ids=ids, use_cache=False).logits[0, len(prompt) - 1:-1].float().log_softmax(-1)
+                    out[n, c] = lp.gather(1, torch.tensor(cont, device=device)[:, None]).sum().item()
         return out
 
     baseline = logprobs()
@@ -130,7 +149,7 @@ def naive_scan_heads(model: nn.Module, encoded: EncodedProbe, kinds=None, layers
         rows.append(dict(layer=m.layer, kind=m.kind, head=h,
                          accuracy=lp.argmax(-1).eq(encoded.answers).double().mean().item(),
                          answer_logprob=lp.gather(1, encoded.answers[:, None]).mean().item()))
-    return rank_heads(rows, baseline, encoded, model_name)
+    return rank_heads(rows, baseline, encoded, model_name, logprob_resolution(model))
 
 
 def top_k(ranking: pd.DataFrame, k: int, kinds=None) -> list[tuple[int, int, str]]:

@@ -16,10 +16,13 @@ prompt + continuation[:-1], as lm-eval does; a batch then holds whole examples.
 from __future__ import annotations
 
 import dataclasses
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 from ..errors import ProbeError
 
@@ -204,6 +207,30 @@ def accepts_logits_to_keep(model) -> bool:
     return type(model).__module__.startswith("transformers.") and hasattr(model, "lm_head")
 
 
+@contextmanager
+def fp32_logits(model: nn.Module):
+    """While inside, the model's LM head outputs float32 logits computed from float32 inputs and
+    weights. A bf16 head rounds logits of ~10 to steps of 1/16, more than the log-prob differences
+    a head ranking reads; the body's own bf16 rounding stays (that is the model's precision).
+    The fp32 copy of the head's weight (vocab x hidden x 4 bytes) is made once per context. A
+    float32 head, or a model without a Linear head, is left alone."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if not isinstance(head, nn.Linear) or head.weight.dtype == torch.float32:
+        yield
+        return
+    weight = head.weight.float()
+    bias = None if head.bias is None else head.bias.float()
+
+    def recompute(module, args, out):  # (..., hidden) -> (..., vocab) float32
+        return F.linear(args[0].float(), weight, bias)
+
+    handle = head.register_forward_hook(recompute)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
 def score(model, tokenizer_or_encoded, examples=None, batch_size: int = 32,
           forward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
           progress: bool = False, name: str = "probe set") -> ProbeScore:
@@ -225,7 +252,7 @@ def score(model, tokenizer_or_encoded, examples=None, batch_size: int = 32,
     keep = forward is None and accepts_logits_to_keep(model)
     logprobs = torch.empty(len(enc), enc.n_choices, dtype=torch.float64)
     per = examples_per_batch(enc, batch_size)
-    with torch.no_grad():
+    with torch.no_grad(), fp32_logits(model):
         for batch in tqdm(iter_batches(enc, batch_size), total=-(-len(enc) // per), disable=not progress,
                           desc=name, unit="batch"):
             b = batch.to(device)
