@@ -1,0 +1,61 @@
+"""The conda environments resolve with the versions pyproject.toml asks for: the GPU one gets a CUDA
+torch new enough for transformers 5 (through pip: the `pytorch` conda channel ends at 2.5.1) and
+the fused kernels, installed after torch and built against it."""
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parents[1]
+TORCH_FLOOR = Version("2.6")  # transformers 5 disables PyTorch below 2.6
+
+
+def pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def requirements(lines) -> dict[str, Requirement]:
+    reqs = [Requirement(x) for x in lines if not x.startswith("-")]
+    return {r.name: r for r in reqs}
+
+
+def env(name: str) -> tuple[list, list, list]:
+    """(channels, conda dependencies, pip lines) of envs/<name>."""
+    spec = yaml.safe_load((ROOT / "envs" / name).read_text())
+    conda = [d for d in spec["dependencies"] if isinstance(d, str)]
+    pip = next(d["pip"] for d in spec["dependencies"] if isinstance(d, dict))
+    return spec["channels"], conda, pip
+
+
+def test_pyproject_asks_for_a_torch_transformers_5_runs_on():
+    torch = requirements(pyproject()["dependencies"])["torch"]
+    assert not torch.specifier.contains("2.5.1") and torch.specifier.contains(str(TORCH_FLOOR))
+
+
+def test_gpu_env_installs_cuda_torch_at_the_projects_pins_and_the_kernels():
+    channels, conda, pip = env("gpu.yaml")
+    assert "pytorch" not in channels and not any(re.match(r"(pytorch|pytorch-cuda)\b", d) for d in conda)
+    assert "-e ../" in pip  # the project, with every pin of pyproject.toml
+    torch = requirements(pip)["torch"]
+    project_torch = requirements(pyproject()["dependencies"])["torch"]
+    assert str(torch.specifier) == str(project_torch.specifier)  # pip's choice is pyproject's range
+    # the kernels: installed after torch, against it (no build isolation), at the `gpu` extra's pins
+    post = (ROOT / "envs/gpu.post-deploy.sh").read_text()
+    install = next(line for line in post.splitlines() if line.startswith("pip install"))
+    assert "--no-build-isolation" in install
+    pinned = requirements(re.findall(r'"([^"]+)"', install))
+    extra = requirements(pyproject()["optional-dependencies"]["gpu"])
+    assert set(pinned) == set(extra) == {"mamba-ssm", "causal-conv1d"}
+    assert all(str(pinned[n].specifier) == str(extra[n].specifier) and str(extra[n].specifier).startswith("==")
+               for n in extra)
+    assert "mamba_chunk_scan_combined" in post and "causal_conv1d_fn" in post  # checked as gna imports them
+
+
+def test_cpu_env_pins_a_torch_pyproject_accepts():
+    _, _, pip = env("cpu.yaml")
+    torch = requirements(pip)["torch"]
+    version = str(torch.specifier).removeprefix("==")
+    assert requirements(pyproject()["dependencies"])["torch"].specifier.contains(version)
