@@ -21,6 +21,7 @@ TEST_WORDS = ([str(i) for i in range(100)] + [f"k{i}" for i in range(20)]
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long-running; deselected by default (-m slow to run)")
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped without one; pytest -m gpu runs them all)")
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from gna.models import loading
 from gna.models.llamba import LlambaCache, LlambaConfig, LlambaForCausalLM, kernels
+from gna.models.llamba.modeling import ssd_scan
 from gna.models.spec import ModelSpec
 from gna.models.tiny import strengthen_llamba_mixers
 
@@ -116,7 +117,8 @@ def test_fused_kernels_only_on_cuda_with_the_right_arguments(fake_kernels, monke
     assert args == () and kw["x"].shape == (b, T, h, p) and kw["dt"].shape == (b, T, h)
     assert kw["A"].shape == (h,) and torch.equal(kw["A"], -torch.ones(h))
     assert kw["B"].shape == kw["C"].shape == (b, T, g, n)   # the groups, not repeated per head
-    assert kw["chunk_size"] == mixer.chunk_size and kw["dt_softplus"] is True and not kw["return_final_states"]
+    assert kw["chunk_size"] == mixer.chunk_size and kw["dt_softplus"] is False and not kw["return_final_states"]
+    assert kw["dt"].dtype == torch.float32 and (kw["dt"] > 0).all()  # softplus(A_log), floored
     _, args, kw = convs[0]
     assert args[0].shape == (b, mixer.conv1d.in_channels, T) and args[1].shape == (mixer.conv1d.in_channels, 4)
     assert kw["activation"] == (None if activation == "identity" else "silu")
@@ -169,6 +171,76 @@ def test_fused_prefill_fills_the_generation_cache(fake_kernels, monkeypatch):
     assert torch.equal(model.generate(ids, use_cache=True, **kw), ref)
 
 
+def strict_causal_conv1d(x, weight, bias=None, activation=None):
+    """reference_causal_conv1d behind causal-conv1d's own checks (csrc/causal_conv1d.cpp)."""
+    if not (x.stride(2) == 1 or x.stride(1) == 1):
+        raise RuntimeError("x.stride(2) == 1 || x.stride(1) == 1")
+    if x.stride(1) == 1 and x.stride(2) > 1:  # channel last
+        if x.shape[1] % 8:
+            raise RuntimeError("causal_conv1d only supports channel dimension divisible by 8 for now")
+        if x.stride(2) % 8 or x.stride(0) % 8:
+            raise RuntimeError("causal_conv1d with channel last layout requires strides (x.stride(0) and "
+                               "x.stride(2)) to be multiples of 8")
+    if not 2 <= weight.shape[-1] <= 4:
+        raise RuntimeError("causal_conv1d only supports width between 2 and 4")
+    return reference_causal_conv1d(x, weight, bias, activation=activation)
+
+
+def in_proj_view(b, T, conv_dim, width):
+    """The conv input as the mixer hands it over: a (b, T, conv_dim) slice of in_proj's (b, T, width)
+    output, transposed to (b, conv_dim, T) (channel-last, strides (T * width, 1, width))."""
+    return torch.randn(b, T, width)[..., :conv_dim].transpose(1, 2)
+
+
+@pytest.mark.parametrize("arch", ["llamba-3b", "llamba-8b"])
+def test_published_llamba_shapes_pass_the_conv_kernels_checks_as_views(arch):
+    import json
+    from pathlib import Path
+    cfg = LlambaConfig(**{k: v for k, v in json.loads((Path(__file__).resolve().parents[1] / "data/architectures"
+                                                       / arch / "config.json").read_text()).items()
+                          if k != "model_type"})
+    ssm, d = cfg.ssm_cfg, cfg.d_model
+    d_inner = ssm.get("expand", 1) * d
+    conv_dim = d_inner + 2 * ssm["n_qk_heads"] * ssm["d_state"]
+    x = in_proj_view(2, 5, conv_dim, conv_dim + d_inner + ssm["n_v_heads"])
+    kept = kernels.conv_input(x, 4)
+    assert kept is x  # no copy at the published shapes
+    strict_causal_conv1d(kept, torch.randn(conv_dim, 4))
+
+
+def test_misaligned_conv_input_is_copied_to_a_layout_the_kernel_takes(fake_kernels, monkeypatch):
+    """The tiny config's conv input (32 + 2 x 2 x 8 = 64 channels of a 64 + 32 + 4 = 100 wide in_proj
+    output): a channel-last view whose strides are not multiples of 8, which causal_conv1d_fn refuses."""
+    x = in_proj_view(2, 7, 64, 100)
+    with pytest.raises(RuntimeError, match="multiples of 8"):
+        strict_causal_conv1d(x, torch.randn(64, 4))
+    fixed = kernels.conv_input(x, 4)
+    assert torch.equal(fixed, x) and fixed.stride(2) == 1
+    assert kernels.conv_input(x, 5) is None  # a width the kernel lacks: the PyTorch conv runs
+    # the whole model on the fused path, the conv kernel behind its real checks
+    monkeypatch.setattr(sys.modules["causal_conv1d"], "causal_conv1d_fn", strict_causal_conv1d)
+    kernels._import_kernels.cache_clear()
+    model = tiny_llamba()
+    ids = torch.randint(3, 100, (2, 19))
+    ref = run(model, ids)
+    monkeypatch.setattr(kernels, "on_cuda", lambda t: True)
+    assert (run(model, ids) - ref).abs().max() < 1e-4
+
+
+def test_fused_scan_survives_an_underflowing_softplus():
+    """A_log = -200: softplus underflows to 0 in float32; x / softplus(A_log) was inf, the kernel's
+    dt x = 0 x inf = NaN. Floored, the step adds x (dt x = x) and decays by exp(-dt) = 1, as the PyTorch scan."""
+    torch.manual_seed(0)
+    b, T, h, p, n = 1, 12, 2, 4, 3
+    x, B, C = torch.randn(b, T, h, p), torch.randn(b, T, h, n), torch.randn(b, T, h, n)
+    A_log = torch.randn(b, T, h)
+    A_log[0, 3:6, 1] = -200.0
+    y, _ = kernels.fused_ssd(reference_chunk_scan, x, A_log, B, C, chunk_size=4)
+    ref, _ = ssd_scan(x, -F.softplus(A_log), B, C, 4)
+    assert torch.isfinite(y).all() and (y - ref).abs().max() < 1e-4
+
+
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-3), (torch.bfloat16, 5e-2)])
 def test_real_fused_kernels_match_the_pytorch_scan(monkeypatch, dtype, tol):

@@ -55,22 +55,29 @@ def kernels_for(t: torch.Tensor) -> SimpleNamespace | None:
     return found if (found.scan is not None or found.conv is not None) else None
 
 
+# softplus(A_log) below this counts as this: x / softplus(A_log) stays finite (softplus underflows to
+# 0 in float32 for A_log < -104), the kernel's dt x is still x, the decay exp(-dt) still 1.
+DT_FLOOR = 1e-30
+
+
 def fused_ssd(scan_fn, x: torch.Tensor, A_log: torch.Tensor, B: torch.Tensor, C: torch.Tensor, chunk_size: int,
               return_final_state: bool = False):
     """The discrete Mamba-2 scan (without the D skip) through ``mamba_chunk_scan_combined``.
 
     x: (b, T, h, p), the value stream (conv output); A_log: (b, T, h), the raw in_proj slice
     (before softplus); B, C: (b, T, g, n) with g = n_qk_heads groups, *not* repeated per head.
-    As the reference does, the kernel gets ``dt = A_log`` with ``dt_softplus=True``, ``A = -1`` and
-    ``x / softplus(A_log)``: its ``dt x`` is then ``x`` and its decay ``exp(dt A) = exp(-softplus(A_log))``,
-    the recurrence of :func:`~gna.models.llamba.modeling.ssd_scan` with ``log_a = -softplus(A_log)``.
+    As the reference does, the kernel gets ``dt = softplus(A_log)``, ``A = -1`` and ``x / dt``: its
+    ``dt x`` is then ``x`` and its decay ``exp(dt A) = exp(-softplus(A_log))``, the recurrence of
+    :func:`~gna.models.llamba.modeling.ssd_scan` with ``log_a = -softplus(A_log)``. The reference
+    passes ``A_log`` with ``dt_softplus=True``; here dt is computed once in float32, floored at
+    :data:`DT_FLOOR` so the division cannot make inf (and NaN), and the kernel gets that same dt.
     Returns ``(y (b, T, h, p) in x's dtype, final state (b, h, p, n) float32 or None)``.
     """
     h = x.shape[2]
-    dt = F.softplus(A_log.float())  # the kernel's softplus (threshold 20) recomputes this from A_log
+    dt = F.softplus(A_log.float()).clamp_min(DT_FLOOR)                  # (b, T, h)
     x_in = (x.float() / dt[..., None]).to(x.dtype)
     A = -torch.ones(h, device=x.device, dtype=torch.float32)
-    out = scan_fn(x=x_in, dt=A_log, A=A, B=B, C=C, chunk_size=chunk_size, dt_softplus=True,
+    out = scan_fn(x=x_in, dt=dt, A=A, B=B, C=C, chunk_size=chunk_size, dt_softplus=False,
                   return_final_states=return_final_state)
     if return_final_state:
         y, final = out
@@ -78,14 +85,36 @@ def fused_ssd(scan_fn, x: torch.Tensor, A_log: torch.Tensor, B: torch.Tensor, C:
     return out, None
 
 
+def conv_input(x: torch.Tensor, width: int) -> torch.Tensor | None:
+    """x (b, d, l) in a layout ``causal_conv1d_fn`` accepts, or None where it cannot run.
+
+    Its checks (causal-conv1d ``csrc/causal_conv1d.cpp``): ``width`` (taps) 2..4; ``stride(2) == 1``
+    or ``stride(1) == 1``; a channel-last input (``stride(1) == 1``, ``stride(2) > 1``, as the
+    transposed (b, l, d) slice of in_proj's output is) needs d, ``stride(0)`` and ``stride(2)``
+    multiples of 8. A view that fails them is copied channel-first (contiguous (b, d, l), no
+    alignment condition); a width outside 2..4 gets None (the PyTorch conv runs instead).
+    """
+    if not 2 <= width <= 4:
+        return None
+    channel_last = x.stride(1) == 1 and x.stride(2) > 1
+    misaligned = channel_last and (x.shape[1] % 8 or x.stride(0) % 8 or x.stride(2) % 8)
+    if misaligned or (x.stride(1) != 1 and x.stride(2) != 1):
+        return x.contiguous()
+    return x
+
+
 def fused_conv(conv_fn, xBC: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-               activation: str) -> torch.Tensor:
+               activation: str) -> torch.Tensor | None:
     """Depthwise causal conv (+ activation) through ``causal_conv1d_fn``.
 
     xBC: (b, T, conv_dim), the conv input; weight: (conv_dim, 1, d_conv), nn.Conv1d's layout;
     activation: "identity", "silu" or "swish". Returns (b, T, conv_dim), as the module's
-    ``conv1d(xBC^T)[..., :T]^T`` followed by the activation.
+    ``conv1d(xBC^T)[..., :T]^T`` followed by the activation; None where the kernel cannot run
+    (see :func:`conv_input`).
     """
+    x = conv_input(xBC.transpose(1, 2), weight.shape[-1])
+    if x is None:
+        return None
     act = None if activation == "identity" else activation
-    out = conv_fn(xBC.transpose(1, 2), weight.squeeze(1), bias, activation=act)  # (b, conv_dim, T)
+    out = conv_fn(x, weight.squeeze(1), bias, activation=act)  # (b, conv_dim, T)
     return out.transpose(1, 2)

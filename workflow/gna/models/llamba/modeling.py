@@ -165,8 +165,11 @@ class DiscreteMamba2(nn.Module):
 
     def _conv(self, xBC, keep, kernels=None):
         """Causal depthwise conv (+ activation) of the conv input xBC (b, T, conv_dim) -> (b, T, conv_dim)."""
-        if kernels is not None and kernels.conv is not None:
-            xBC = fused_conv(kernels.conv, xBC, self.conv1d.weight, self.conv1d.bias, self.activation)
+        fused = None
+        if kernels is not None and kernels.conv is not None:  # None where the kernel's preconditions fail
+            fused = fused_conv(kernels.conv, xBC, self.conv1d.weight, self.conv1d.bias, self.activation)
+        if fused is not None:
+            xBC = fused
         else:
             xBC = self.conv1d(xBC.transpose(1, 2))[..., :xBC.shape[1]].transpose(1, 2)
             if self.activation != "identity":
