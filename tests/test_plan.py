@@ -72,6 +72,47 @@ def test_head_scan_layer_batches_estimate_matches_the_measured_peak():
     assert LOW <= est / got <= HIGH, est / got  # measured 4.8 MB, estimated 9.4 MB (1.96x)
 
 
+def test_llamba_head_scan_keeps_only_the_logits_it_reads(word_tokenizer):
+    """Llamba takes a 1-D logits_to_keep now, so its scan projects the scored positions only (it
+    made full float32 (rows, T, vocab) logits: measured 29.7 MB against the estimate's 5.7)."""
+    from gna.models.llamba import LlambaConfig, LlambaForCausalLM
+    from gna.probes.kv import generate_kv_probe
+    from gna.probes.scoring import accepts_logits_to_keep, encode, score
+    from gna.scan import scan_heads
+
+    torch.manual_seed(0)
+    cfg = LlambaConfig.tiny(vocab_size=4096)
+    model = LlambaForCausalLM(cfg).eval()
+    assert accepts_logits_to_keep(model)
+    enc = encode(generate_kv_probe(8, 32, 0, fmt="compact", key_pool=[f"k{i}" for i in range(20)]), word_tokenizer)
+    full = score(model, enc, batch_size=8, forward=lambda ids, am: model(input_ids=ids, attention_mask=am).logits)
+    assert torch.allclose(score(model, enc, batch_size=8).logprobs, full.logprobs, atol=1e-5)
+    T = max(len(p) + max(len(c) for c in cs) for p, cs in zip(enc.prompt_ids, enc.choice_ids))
+    info = E.model_info("tiny-llamba", cfg.to_dict(), family="llamba", dtype="float32")
+    got = measured_peak(lambda: scan_heads(model, enc, batch_size=8, max_rows=64, progress=False))
+    _, est = E.head_scan(HW, info, 32, 8, batch_size=8, max_rows=64, classify_top=0, tokens=T)
+    assert LOW <= est / got <= HIGH, est / got  # measured 4.5 MB, estimated 5.7 MB (1.27x)
+
+
+def test_heldout_perplexity_in_chunks_equals_full_logits_and_its_estimate_holds(tiny_teacher):
+    """The perplexity's LM head runs over chunks of positions (it made the batch's whole logits, an
+    fp32 copy and a log-softmax: ~67 GB at 32 x 2047 x 128k); same number, the estimate's memory."""
+    import math
+
+    from gna.experiments.distill_data import heldout_perplexity
+
+    model, info = tiny_teacher
+    ids = torch.randint(0, 2048, (8, 128), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        lp = model(input_ids=ids).logits[:, :-1].float().log_softmax(-1).gather(-1, ids[:, 1:, None])
+    ref = math.exp(-lp.mean().item())
+    for chunk in (7, 64, 5000):
+        assert heldout_perplexity(model, [{"input_ids": ids}], 1, positions_per_chunk=chunk) == pytest.approx(ref, rel=1e-5)
+    got = measured_peak(lambda: heldout_perplexity(model, [{"input_ids": ids}], 1, positions_per_chunk=64))
+    est = E.heldout_perplexity(HW, info, 8, 128, positions_per_chunk=64)
+    assert LOW <= est / got <= HIGH, est / got  # measured 14.3 MB, estimated 16.0 MB (1.12x); full logits 30.9 MB
+
+
 def test_distillation_step_estimate_matches_the_measured_peak(tiny_teacher):
     from gna.hybrid import build_student
     from gna.hybrid.distillation import _stage3

@@ -137,12 +137,24 @@ def seq_len_of(data: dict) -> int:
     return CorpusConfig.from_dict({**MICRO_CORPUS, **(data.get("corpus") or {})}).max_len
 
 
-def heldout_perplexity(model, stream, n_batches: int) -> float:
+def heldout_perplexity(model, stream, n_batches: int, positions_per_chunk: int = 1024) -> float:
     """Next-token perplexity over ``n_batches`` batches of ``stream``: over the tokens a batch's
-    ``labels`` mark (-100: not scored) if it has them, else over every real token."""
+    ``labels`` mark (-100: not scored) if it has them, else over every real token.
+
+    Memory: the LM head runs on ``positions_per_chunk`` token positions at a time (as stage 3's
+    loss does), float32 logits and their log-softmax for that many positions only; a batch of
+    32 x 2047 tokens with a 128k vocabulary would otherwise hold ~67 GB of logits at once.
+    """
     import torch
 
-    with torch.no_grad():
+    from ..probes.scoring import fp32_logits
+
+    if getattr(model.config, "final_logit_softcapping", None) is not None:
+        raise ConfigError(f"heldout_perplexity: {type(model).__name__}'s logits are not lm_head(hidden) "
+                          "(final_logit_softcapping)")
+    head = model.get_output_embeddings()
+    vocab = getattr(model.config, "vocab_size", head.weight.shape[0])
+    with torch.no_grad(), fp32_logits(model):
         device = next(model.parameters()).device
         batches = (stream(i) for i in range(n_batches)) if callable(stream) else stream
         nll, count = 0.0, 0
@@ -152,14 +164,34 @@ def heldout_perplexity(model, stream, n_batches: int) -> float:
             ids = b["input_ids"].to(device)
             am = b.get("attention_mask")
             am = torch.ones_like(ids) if am is None else am.to(device)
-            logits = model(input_ids=ids, attention_mask=am, use_cache=False).logits[..., :-1, :].float()
-            vocab = getattr(model.config, "vocab_size", logits.shape[-1])
-            lp = logits[..., :vocab].log_softmax(-1).gather(-1, ids[:, 1:, None])[..., 0]
+            hidden = _final_hidden(model, head, ids, am)[:, :-1].flatten(0, 1)      # (B (T-1), d)
+            targets = ids[:, 1:].flatten()
             labels = b.get("labels")
-            w = (am[:, 1:] * am[:, :-1]).float() if labels is None else (labels[:, 1:] != -100).float().to(device)
-            nll -= float((lp * w).sum())
+            w = (am[:, 1:] * am[:, :-1]) if labels is None else (labels[:, 1:] != -100).to(device)
+            w = w.flatten().float()
+            for start in range(0, hidden.shape[0], positions_per_chunk):
+                part = slice(start, start + positions_per_chunk)
+                lp = head(hidden[part]).float()[:, :vocab].log_softmax(-1)         # (chunk, V) float32
+                nll -= float((lp.gather(-1, targets[part, None])[:, 0] * w[part]).sum())
             count += int(w.sum())
         return math.exp(nll / max(count, 1))
+
+
+def _final_hidden(model, head, ids, am):
+    """The LM head's input (B, T, d) over the whole batch, from one forward in which the head
+    itself projects the last position only (so no (B, T, V) logits are made)."""
+    seen = []
+
+    def take(module, args):
+        seen.append(args[0])
+        return (args[0][:, -1:],)
+
+    handle = head.register_forward_pre_hook(take)
+    try:
+        model(input_ids=ids, attention_mask=am, use_cache=False)
+    finally:
+        handle.remove()
+    return seen[0]
 
 
 # --------------------------------------------------------------------------------- checkpoints

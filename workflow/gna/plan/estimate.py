@@ -281,12 +281,30 @@ def head_scan(hw: Hardware, info: ModelInfo, n_examples: int, n_pairs: int, batc
     # classification: eager attention / pattern reads, one forward per head and example
     secs += classify_top * classify_examples * T * info.flops_per_token(T) / (r * 0.2)
     rows = max(batch_size, (max_rows // batch_size) * batch_size)
-    peak = forward_peak_bytes(hw, info, rows, T, logit_positions=1)
+    peak = forward_peak_bytes(hw, info, rows, T, logit_positions=1) + fp32_head_bytes(info)
     peak += info.hidden * rows * T * info.dtype_bytes * 2  # the captured residual and its repeat
     att = info.attention[0] if info.attention else None
     if att and classify_top:  # eager attention for the patterns: heads x T^2 per example (fp32)
         peak = max(peak, forward_peak_bytes(hw, info, classify_examples, T) + att[1] * T * T * 4 * classify_examples)
     return secs, peak
+
+
+def fp32_head_bytes(info: ModelInfo) -> float:
+    """gna.probes.scoring.fp32_logits: the float32 copy of a low-precision LM head's weight."""
+    return info.vocab * info.hidden * 4.0 if info.dtype_bytes < 4 else 0.0
+
+
+def heldout_perplexity(hw: Hardware, info: ModelInfo, rows: int, tokens: int,
+                       positions_per_chunk: int = 1024) -> float:
+    """Peak bytes of gna.experiments.distill_data.heldout_perplexity on a rows x tokens batch: one
+    forward whose head projects the last position only, the head's input kept (rows x tokens x
+    hidden), then per chunk of positions the head's output in the model's dtype, its float32
+    recomputation (a low-precision head) and the log-softmax (float32)."""
+    chunk = min(positions_per_chunk, rows * tokens)
+    per_logit = info.dtype_bytes + 4 + (4 if info.dtype_bytes < 4 else 0)
+    return (forward_peak_bytes(hw, info, rows, tokens, logit_positions=1)
+            + rows * tokens * info.hidden * info.dtype_bytes
+            + chunk * info.vocab * per_logit + fp32_head_bytes(info))
 
 
 def probe_tokens(n_pairs: int) -> int:
@@ -301,7 +319,7 @@ def probe_scoring(hw: Hardware, info: ModelInfo, n_examples: int, n_pairs_list, 
     for n in n_pairs_list:
         T = probe_tokens(n)
         secs += repeats * n_examples * T * hw.padding_waste * info.flops_per_token(T, layers) / r
-        peak = max(peak, forward_peak_bytes(hw, info, batch_size, T))
+        peak = max(peak, forward_peak_bytes(hw, info, batch_size, T) + fp32_head_bytes(info))
     return secs, peak
 
 

@@ -227,6 +227,8 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
         kv, _ = E.probe_scoring(hw, info, int(cfg["kv_probe"]["n_examples"]),
                                 [int(cfg["scan"]["n_pairs"])] * (3 if seeds is None else max(1, len(seeds))))
         e.hours += (kv + held * info.flops_per_token(1024) / E.rate(hw, info)) / 3600
+        ppl = E.heldout_perplexity(hw, info, int(data.get("batch_size", 8)), int(data.get("seq_len", 2048)))
+        e.gpu_gb = max(e.gpu_gb, ppl / GB)
         return e
     if rule in ("ga_heatmaps", "inference_memory"):
         models = (ex.get("heatmaps", {}).get("models", []) if rule == "ga_heatmaps"

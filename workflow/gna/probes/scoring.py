@@ -202,8 +202,11 @@ def batch_choice_logprobs(logits: torch.Tensor, batch: ProbeBatch) -> torch.Tens
 
 def accepts_logits_to_keep(model) -> bool:
     """transformers' own causal LMs slice hidden states by a 1-D ``logits_to_keep`` tensor, so
-    only the positions read are projected onto the vocabulary (B x T x 128k logits otherwise).
-    Other classes (e.g. our Llamba port) may take only an int there: give them full logits."""
+    only the positions read are projected onto the vocabulary (B x T x 128k logits otherwise);
+    so do classes that say so (``logits_to_keep_positions``: Llamba and the hybrid students).
+    Others may take only an int there: give them full logits."""
+    if getattr(type(model), "logits_to_keep_positions", False):
+        return True
     return type(model).__module__.startswith("transformers.") and hasattr(model, "lm_head")
 
 

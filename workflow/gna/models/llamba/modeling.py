@@ -459,6 +459,7 @@ class LlambaCausalLMOutput(CausalLMOutput):
 
 class LlambaForCausalLM(LlambaPreTrainedModel, GenerationMixin):
     _tied_weights_keys = {"lm_head.weight": "backbone.embedding.weight"}
+    logits_to_keep_positions = True  # forward takes a 1-D tensor of positions (gna.probes.scoring)
 
     def __init__(self, config: LlambaConfig):
         super().__init__(config)
@@ -481,9 +482,10 @@ class LlambaForCausalLM(LlambaPreTrainedModel, GenerationMixin):
         self.lm_head = value
 
     def forward(self, input_ids=None, attention_mask=None, labels=None, inputs_embeds=None,
-                output_hidden_states=None, logits_to_keep: int = 0, use_cache: bool | None = None,
+                output_hidden_states=None, logits_to_keep: int | torch.Tensor = 0, use_cache: bool | None = None,
                 cache_params: LlambaCache | None = None, **kwargs) -> LlambaCausalLMOutput:
         """logits: (batch, T, padded_vocab_size), float32. ``labels`` are shifted inside; -100 is ignored.
+        ``logits_to_keep``: an int k keeps the last k positions' logits, a 1-D tensor those positions.
 
         ``use_cache=True`` starts a :class:`LlambaCache` (returned as ``cache_params``) when none is given;
         pass it back with only the new tokens (and the whole attention mask) to continue.
@@ -493,7 +495,9 @@ class LlambaForCausalLM(LlambaPreTrainedModel, GenerationMixin):
         out = self.backbone(input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
                             output_hidden_states=output_hidden_states, cache_params=cache_params)
         h = out.last_hidden_state
-        if logits_to_keep:
+        if isinstance(logits_to_keep, torch.Tensor):  # positions (1-D), as transformers' causal LMs take
+            h = h[:, logits_to_keep]
+        elif logits_to_keep:
             h = h[:, -logits_to_keep:]
         logits = self.lm_head(h.to(self.lm_head.weight.dtype)).float()
         loss = None
