@@ -9,7 +9,7 @@ from typing import Mapping
 
 import torch
 
-from .errors import ProbeError
+from .errors import InterventionError, ProbeError
 
 @dataclass
 class ChoiceSegments:

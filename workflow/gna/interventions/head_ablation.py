@@ -103,20 +103,28 @@ def head_mask(model: nn.Module, layer: int, mask: torch.Tensor, kind: str | None
 
 
 @torch.no_grad()
+def head_token_sum(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """Sum over the real tokens of head outputs x (B, T, H, d): (H, d) float64 on x's device (the
+    mask keep (B, T) is brought there: on a GPU the activations never meet a CPU accumulator)."""
+    w = keep.to(device=x.device, dtype=x.dtype).view(*keep.shape, 1, 1)
+    return (x * w).sum(dim=(0, 1)).double()
+
+
 def collect_head_means(model: nn.Module, batches: Iterable[dict]) -> dict[tuple[int, str], torch.Tensor]:
     """Mean of every head's output over all real tokens of ``batches`` (for mean ablation).
 
-    Each batch is a dict of model inputs with an ``attention_mask`` marking real tokens.
+    Each batch is a dict of model inputs with an ``attention_mask`` marking real tokens. The means
+    (H, d) float32 live where the heads' outputs do.
     """
     desc = adapter_for(model).describe()
-    sums = {(m.layer, m.kind): torch.zeros(m.n_heads, m.head_dim, dtype=torch.float64) for m in desc.mixers}
+    sums: dict[tuple[int, str], torch.Tensor] = {}
     count = [0]
     current_mask: list[torch.Tensor] = []
 
     def make(m: Mixer):
         def fn(x):
-            w = current_mask[0].to(x.dtype).view(*current_mask[0].shape, 1, 1)
-            sums[(m.layer, m.kind)] += (x * w).sum(dim=(0, 1)).double()
+            part, key = head_token_sum(x, current_mask[0]), (m.layer, m.kind)
+            sums[key] = part if key not in sums else sums[key] + part
             return x
         return fn
 
@@ -129,4 +137,6 @@ def collect_head_means(model: nn.Module, batches: Iterable[dict]) -> dict[tuple[
             model(**batch)
     if count[0] == 0:
         raise InterventionError("collect_head_means got no tokens")
-    return {k: (v / count[0]).float() for k, v in sums.items()}
+    device = next(model.parameters()).device
+    return {(m.layer, m.kind): (sums[(m.layer, m.kind)] / count[0]).float() if (m.layer, m.kind) in sums
+            else torch.zeros(m.n_heads, m.head_dim, device=device) for m in desc.mixers}

@@ -121,12 +121,22 @@ def _check_shape(mask: torch.Tensor, shape, what: str) -> None:
                                 f"{tuple(shape)}: expected (batch or 1, {H}, {Tq}, {Tk})")
 
 
+# attention implementations whose mask reaching the attention function is the (B, 1, Tq, Tk) one
+# _additive reads; flash attention gets a 2-D padding mask (or none), flex attention a BlockMask
+_FULL_MASK_IMPLEMENTATIONS = (None, "eager", "sdpa", MASKED_ATTENTION)
+
+
 @contextmanager
 def _mask_attention(mixer: Mixer, get_mask) -> Iterator[None]:
     module = mixer.module
     if not hasattr(module, "config"):
         raise InterventionError(f"layer {mixer.layer}'s attention module {type(module).__name__} has no config: "
                                 "cannot route it through the masked attention function")
+    impl = getattr(module.config, "_attn_implementation", None)
+    if impl not in _FULL_MASK_IMPLEMENTATIONS:
+        raise InterventionError(f"masked mixing of layer {mixer.layer}'s attention needs the (batch, 1, T, T) "
+                                f"attention mask that eager or sdpa attention builds; the model runs "
+                                f"attn_implementation={impl!r}: load it with attn_implementation 'sdpa' or 'eager'")
     first = module not in _ACTIVE
     if first:
         _ACTIVE[module] = _AttentionState(module, module.config)
