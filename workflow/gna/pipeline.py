@@ -9,7 +9,7 @@ import sys
 from contextlib import contextmanager
 from importlib import metadata
 
-PACKAGES = ("torch", "transformers", "lm_eval", "gna")
+PACKAGES = ("torch", "transformers", "lm_eval", "gna", "mamba_ssm", "causal_conv1d")
 
 
 def package_versions() -> dict[str, str]:
@@ -20,6 +20,29 @@ def package_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[p] = "absent"
     return out
+
+
+def provenance() -> dict[str, str]:
+    """The columns every result row carries about how it was computed: ``v_<package>`` versions
+    (the fused kernels' too: "absent" where not installed) and ``fused_kernels``, the ones gna's
+    Llamba path ran in this process ("none" on the CPU). transformers' own Mamba-2 / Zamba2 use
+    mamba-ssm on CUDA whenever it imports, so ``v_mamba_ssm`` and the device say that part."""
+    out = {f"v_{k}": v for k, v in package_versions().items()}
+    kernels = sys.modules.get("gna.models.llamba.kernels")
+    out["fused_kernels"] = kernels.ran() if kernels is not None else "none"
+    return out
+
+
+def deterministic_torch() -> None:
+    """Deterministic algorithms for a model job: torch's deterministic implementations where they
+    exist (CUDA ``index_add_``, scatter, cumsum ...; warn_only: ops without one, e.g. SDPA's
+    memory-efficient backward, warn in the log rather than fail) and cuBLAS's fixed workspace
+    (read when CUDA starts, so set before). mamba-ssm's Triton kernels are outside torch's switch:
+    their backward (atomic adds) stays nondeterministic (see the README's reproduction notes)."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    import torch
+
+    torch.use_deterministic_algorithms(True, warn_only=True)
 
 
 def config_hash(obj) -> str:
@@ -47,6 +70,7 @@ def _start_model_job(snakemake) -> None:
     specs = _model_specs(snakemake.params)
     if not specs:  # tables, figures, probes: no model, so no device to check
         return
+    deterministic_torch()
     from .devices import check_device
     from .models.loading import name_config_keys
 

@@ -2,7 +2,7 @@
 from gna.ga_patterns import classify_heads
 from gna.io import write_csv
 from gna.models import load_model
-from gna.pipeline import job
+from gna.pipeline import job, provenance
 from gna.probes.kv import read_jsonl
 from gna.probes.scoring import encode
 from gna.scan import scan_heads, top_k
@@ -16,6 +16,7 @@ with job(snakemake) as log:
     log.info("baseline accuracy %.3f; top heads:\n%s", ranking.baseline_accuracy[0], ranking.head(10))
     top = top_k(ranking, min(p.classify_top, len(ranking)))
     ga = classify_heads(model, tok, examples[:p.classify_examples], top, threshold=p.threshold)
+    ranking = ranking.assign(**provenance())  # after the scan: which fused kernels it ran
     ga = ranking.merge(ga, on=["layer", "head", "kind"])
     write_csv(ga.sort_values("rank"), snakemake.output.ga)
     write_csv(ranking, snakemake.output.ranking)

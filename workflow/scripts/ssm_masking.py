@@ -4,7 +4,7 @@ import pandas as pd
 from gna.experiments.ssm_masking import masking_rows, named_ssm_heads, ssm_ga_heads
 from gna.io import write_csv
 from gna.models import load_model
-from gna.pipeline import config_hash, job, package_versions
+from gna.pipeline import config_hash, job, provenance
 from gna.probes.kv import read_jsonl
 
 with job(snakemake) as log:
@@ -22,6 +22,6 @@ with job(snakemake) as log:
     rows = masking_rows(model, tok, tasks, heads, mode, p.batch_size, p.fields)
     rows["selection"] = how
     rows["config_hash"] = config_hash([p.spec, p.tasks, heads, mode, {t: len(v) for t, v in tasks.items()}])
-    for k, v in package_versions().items():
-        rows[f"v_{k}"] = v
+    for k, v in provenance().items():
+        rows[k] = v
     write_csv(rows, snakemake.output[0])

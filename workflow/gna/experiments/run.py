@@ -6,7 +6,7 @@ import pandas as pd
 from ..evaluate import TaskSuite, evaluate, tidy
 from ..interventions.vocabulary import label
 from ..models import load_model
-from ..pipeline import config_hash, package_versions
+from ..pipeline import config_hash, provenance
 
 
 def evaluation_rows(spec: dict, tasks: list[str], interventions: list[dict], eval_cfg: dict,
@@ -25,7 +25,5 @@ def evaluation_rows(spec: dict, tasks: list[str], interventions: list[dict], eva
                        batch_size=eval_cfg["batch_size"], max_length=eval_cfg["max_length"],
                        limit=eval_cfg["limit"], chat_tasks=tuple(eval_cfg["chat_tasks"]),
                        num_fewshot=eval_cfg["num_fewshot"])
-    versions = package_versions()
     return tidy(results, eval_cfg["num_fewshot"], **fields, intervention=label(interventions),
-                config_hash=config_hash([spec, tasks, interventions, eval_cfg]),
-                **{f"v_{k}": v for k, v in versions.items()})
+                config_hash=config_hash([spec, tasks, interventions, eval_cfg]), **provenance())

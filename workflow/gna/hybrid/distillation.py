@@ -23,7 +23,9 @@ the newest ``keep`` are kept. A rerun with ``resume=True`` continues from the ne
 killed mid-write leaves only a hidden ``.step-*.tmp`` directory, removed on the next run) and ends
 with the same weights, bit for bit on the CPU, as an uninterrupted run: the data stream is
 replayed from the right step and all training state (weights, AdamW moments and step counts,
-scheduler, torch RNG) is restored exactly. A checkpoint written with other hyperparameters is
+scheduler, torch's CPU and CUDA RNG) is restored exactly. On CUDA the state is restored the same
+way, but the steps after it are not bit for bit: mamba-ssm's SSD backward and SDPA's backward add
+with atomics (README, reproduction notes). A checkpoint written with other hyperparameters is
 refused rather than mixed in. ``seed`` seeds torch at a fresh start; the data order is the caller's.
 """
 from __future__ import annotations
@@ -323,8 +325,9 @@ def _checkpoints(out_dir: Path) -> list[tuple[int, Path]]:
 def _save(out_dir: Path, step: int, student, opt, sched, state: dict, keep: int) -> None:
     with atomic_path(out_dir / f"step-{step:08d}", directory=True) as tmp:
         torch.save(student.state_dict(), tmp / "student.pt")
-        torch.save({"optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                    "rng": torch.get_rng_state()}, tmp / "trainer.pt")
+        torch.save({"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "rng": torch.get_rng_state(),
+                    "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+                   tmp / "trainer.pt")
         (tmp / "state.json").write_text(json.dumps(state, indent=1))
     for _, old in _checkpoints(out_dir)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
@@ -336,6 +339,8 @@ def _load(path: Path, student, opt, sched) -> dict:
     opt.load_state_dict(trainer["optimizer"])
     sched.load_state_dict(trainer["scheduler"])
     torch.set_rng_state(trainer["rng"])
+    if trainer.get("cuda_rng") is not None and torch.cuda.is_available():  # every device's generator
+        torch.cuda.set_rng_state_all(trainer["cuda_rng"])
     return json.loads((path / "state.json").read_text())
 
 

@@ -42,6 +42,14 @@ def _import_kernels() -> SimpleNamespace:
     return SimpleNamespace(scan=scan, conv=conv)
 
 
+_RAN: set[str] = set()  # the fused kernels that ran in this process (provenance: gna.pipeline.provenance)
+
+
+def ran() -> str:
+    """Which fused kernels this process ran (``"conv+ssd"``, ``"ssd"``, ...), ``"none"`` if none."""
+    return "+".join(sorted(_RAN)) or "none"
+
+
 def on_cuda(t: torch.Tensor) -> bool:
     """Whether ``t`` lives where the Triton / CUDA kernels run (a function so tests can fake a GPU)."""
     return t.is_cuda
@@ -79,6 +87,7 @@ def fused_ssd(scan_fn, x: torch.Tensor, A_log: torch.Tensor, B: torch.Tensor, C:
     A = -torch.ones(h, device=x.device, dtype=torch.float32)
     out = scan_fn(x=x_in, dt=dt, A=A, B=B, C=C, chunk_size=chunk_size, dt_softplus=False,
                   return_final_states=return_final_state)
+    _RAN.add("ssd")
     if return_final_state:
         y, final = out
         return y, final.float()
@@ -117,4 +126,5 @@ def fused_conv(conv_fn, xBC: torch.Tensor, weight: torch.Tensor, bias: torch.Ten
         return None
     act = None if activation == "identity" else activation
     out = conv_fn(x, weight.squeeze(1), bias, activation=act)  # (b, conv_dim, T)
+    _RAN.add("conv")
     return out.transpose(1, 2)
