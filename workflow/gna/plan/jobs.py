@@ -152,7 +152,7 @@ def _training(s: Study, teacher: str, d: dict, stage: int, k: int, state: int) -
 def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
     hw, ex, cfg = s.hw, s.exps, s.config
     if rule == "distill_tokens":  # CPU: stream, tokenize and pack the web data once
-        from ..experiments.token_shards import token_sets
+        from ..experiments.token_sets import token_sets
 
         entry = token_sets(cfg)[f"results/distill_data/{wc['teacher']}/{wc['name']}"]
         tokens = entry["rows"] * entry["data"]["seq_len"]
