@@ -115,8 +115,12 @@ class TokenShards:
         return np.concatenate(parts) if parts else np.zeros((0, self.seq_len), DTYPE)
 
     def __call__(self, step: int) -> dict:
+        return self.rows_of_step(step, slice(0, self.batch_size))
+
+    def rows_of_step(self, step: int, part: slice) -> dict:
+        """Rows ``part`` of step ``step``'s batch, read alone (a rank's share: gna.hybrid.distributed)."""
         start = int(step) * self.batch_size
-        ids = self.rows_at(start, start + self.batch_size)
+        ids = self.rows_at(start + part.start, start + part.stop)
         import torch
 
         return {"input_ids": torch.from_numpy(ids.astype(np.int64))}
