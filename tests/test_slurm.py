@@ -5,6 +5,8 @@ scratch folder and stopped by PID by .ci/slurm/stop.sh. Needs root and the Debia
 .ci/slurm/install.sh; CI installs them, elsewhere these tests skip. The profile checks at the
 bottom need no cluster.
 """
+import json
+import math
 import os
 import re
 import shutil
@@ -155,6 +157,25 @@ def test_a_multi_gpu_job_is_launched_once_and_sees_all_its_gpus(cluster, profile
         "    shell: 'echo \"gpus=$CUDA_VISIBLE_DEVICES\" >> {output}; sleep 2'\n")
     on_slurm(tmp_path, snakefile=snakefile, env=cluster, profile=profile)
     assert (tmp_path / "launches.txt").read_text().splitlines() == ["gpus=0,1"]
+
+
+@needs_slurm
+def test_a_distillation_stage_runs_on_two_ranks_in_one_slurm_job(cluster, profile, tmp_path):
+    # The smoke preset's stage 1 on gpus_per_stage: 2: the job asks for 2 (fake) GPUs and one task,
+    # and its script starts 2 torchrun ranks (gloo: the fake GPUs have no CUDA) that split each batch.
+    cfg = yaml.safe_load(SMOKE.read_text())
+    cfg["experiments"]["hybrid_distillation"]["gpus_per_stage"] = 2
+    (tmp_path / "two_ranks.yaml").write_text(yaml.safe_dump(cfg))
+    target = "results/hybrid/llama-tiny/s8/stage1"
+    on_slurm(tmp_path, target, "--configfile", str(tmp_path / "two_ranks.yaml"), "--config", "gpus_per_job=1",
+             env=cluster, profile=profile)
+    info = json.loads((tmp_path / target / "distill.json").read_text())
+    assert info["ranks"] == 2 and info["steps"] == 2 and all(math.isfinite(x) for x in info["losses"])
+    log = (tmp_path / "logs/hybrid/llama-tiny/s8/stage1.log").read_text()
+    assert "starting 2 ranks" in log and "--nproc-per-node=2" in log
+    assert not (tmp_path / "results/hybrid/llama-tiny/s8/stage1.ckpt").exists()  # removed by rank 0 at the end
+    job = next(j for j in slurm_jobs(cluster) if j.get("WorkDir") == str(tmp_path) and "distill_matrices" in j["Comment"])
+    assert job["JobState"] == "COMPLETED" and job["NumTasks"] == "1" and job.get("TresPerJob") == "gres:gpu:2"
 
 
 # --- the profile itself (no cluster needed) --------------------------------------------------

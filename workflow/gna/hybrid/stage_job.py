@@ -29,7 +29,7 @@ from .distillation import distill, stage_options
 from .distributed import current, process_group
 from .student import build_student, heads_from_ranking, random_heads
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("gna.hybrid.stage_job")  # also when run as __main__ (a rank)
 
 
 def stage_student(teacher, run: dict, state: int, k: int, selection: str, spec: dict,
