@@ -137,6 +137,34 @@ def test_a_batch_that_does_not_split_over_the_ranks_is_refused():
     assert [World(r, 2).rows(4) for r in (0, 1)] == [slice(0, 2), slice(2, 4)]
 
 
+def test_the_launch_command_is_torchrun_on_one_node_and_srun_on_several(monkeypatch):
+    from types import SimpleNamespace
+
+    from gna.errors import ConfigError
+    from gna.experiments import distill_ranks as R
+
+    cmd, env = R.launch_command("a.json", 8, 1)
+    assert cmd[1:] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=8", "-m",
+                       "gna.hybrid.stage_job", "a.json"] and env == {}
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    with pytest.raises(ConfigError, match="nodes = 2: a stage on several nodes runs inside a Slurm job"):
+        R.launch_command("a.json", 8, 2)
+    monkeypatch.setenv("SLURM_JOB_ID", "1234")
+    monkeypatch.delenv("SLURM_JOB_NODELIST", raising=False)  # the executor plugin drops it
+    monkeypatch.setattr(R.shutil, "which", lambda exe: f"/usr/bin/{exe}")
+    asked = []
+
+    def slurm(args, **kw):
+        asked.append(args)
+        return SimpleNamespace(stdout="gpu[07-08]\n" if args[0] == "squeue" else "gpu07\ngpu08\n")
+    monkeypatch.setattr(R.subprocess, "run", slurm)
+    cmd, env = R.launch_command("a.json", 8, 2)
+    assert asked == [["squeue", "-h", "-j", "1234", "-o", "%N"], ["scontrol", "show", "hostnames", "gpu[07-08]"]]
+    assert cmd[:6] == ["srun", "--jobid=1234", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks-per-node=8",
+                       "--ntasks=16"] and cmd[-3:] == ["-m", "gna.hybrid.stage_job", "a.json"]
+    assert env == {"MASTER_ADDR": "gpu07", "MASTER_PORT": str(29500 + 1234)}
+
+
 # --- the ranks ---------------------------------------------------------------------------------------
 
 def _train(out: Path) -> None:

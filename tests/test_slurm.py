@@ -178,6 +178,28 @@ def test_a_distillation_stage_runs_on_two_ranks_in_one_slurm_job(cluster, profil
     assert job["JobState"] == "COMPLETED" and job["NumTasks"] == "1" and job.get("TresPerJob") == "gres:gpu:2"
 
 
+@needs_slurm
+def test_ranks_started_by_srun_join_one_process_group(cluster, tmp_path):
+    # The several-node launch (gna.experiments.distill_ranks): srun, one task per rank, the rank from
+    # SLURM_PROCID (gna.hybrid.distributed.process_group); here 2 tasks on the one node, running
+    # tests/test_distributed.py's ranks: their stage-1 weights equal one process', and the rank that
+    # fails at the end fails the step (--kill-on-bad-exit).
+    import torch
+
+    import test_distributed as D
+
+    env = {**cluster, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": f"{ROOT / 'workflow'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    done = subprocess.run(["srun", "--ntasks=2", "--kill-on-bad-exit=1", "-p", "cpu", sys.executable,
+                           str(ROOT / "tests/test_distributed.py"), str(tmp_path)], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=280)
+    assert done.returncode != 0 and "rank 1 fails on purpose" in done.stdout + done.stderr
+    assert (tmp_path / "resumed.json").is_file(), done.stderr[-3000:]
+    torch.set_num_threads(1)
+    one, _ = D.run(D.teacher(), 1, tmp_path / "one")
+    assert D.close(torch.load(tmp_path / "stage1.pt", weights_only=True), one.state_dict(), 1e-6)
+
+
 # --- the profile itself (no cluster needed) --------------------------------------------------
 
 def rules_and_resources(gpus: int, workdir: Path) -> dict[str, dict]:

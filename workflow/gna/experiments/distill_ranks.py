@@ -57,10 +57,13 @@ def launch_command(args_file: str, gpus: int, nodes: int) -> tuple[list[str], di
     if not job or not shutil.which("srun"):
         raise ConfigError(f"hybrid_distillation.nodes = {nodes}: a stage on several nodes runs inside a Slurm job "
                           "(snakemake --profile profiles/slurm); set nodes: 1 to run on this machine's GPUs")
-    hosts = subprocess.run(["scontrol", "show", "hostnames", os.environ.get("SLURM_JOB_NODELIST", "")],
-                           capture_output=True, text=True, check=True).stdout.split()
+    # the executor plugin keeps only SLURM_JOB_ID of the job's variables: ask Slurm for its nodes
+    nodelist = os.environ.get("SLURM_JOB_NODELIST") or subprocess.run(
+        ["squeue", "-h", "-j", job, "-o", "%N"], capture_output=True, text=True, check=True).stdout.strip()
+    hosts = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
+                           check=True).stdout.split()
     env = {"MASTER_ADDR": hosts[0], "MASTER_PORT": str(master_port(job))}
-    return ["srun", "--kill-on-bad-exit=1", f"--nodes={nodes}", f"--ntasks-per-node={gpus}",
+    return ["srun", f"--jobid={job}", "--kill-on-bad-exit=1", f"--nodes={nodes}", f"--ntasks-per-node={gpus}",
             f"--ntasks={gpus * nodes}", sys.executable, *module], env
 
 
