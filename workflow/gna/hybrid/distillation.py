@@ -25,6 +25,11 @@ with the same weights, bit for bit on the CPU, as an uninterrupted run: the data
 replayed from the right step and all training state (weights, AdamW moments and step counts,
 scheduler, torch RNG) is restored exactly. A checkpoint written with other hyperparameters is
 refused rather than mixed in. ``seed`` seeds torch at a fresh start; the data order is the caller's.
+
+Inside a torch.distributed process group the same loop is one data-parallel rank
+(:mod:`gna.hybrid.distributed`): it reads its rows of every batch, the losses' denominators are the
+whole batch's, the gradients are summed over the ranks before clipping, and rank 0 alone writes
+the checkpoints; a checkpoint resumes on any number of ranks.
 """
 from __future__ import annotations
 
