@@ -58,16 +58,6 @@ DISTILL_STAGE = {
                if stage == 2 and DISTILL.get(key) is not None}}
     for stage in (1, 2, 3) if DISTILL
 }
-# Every stage job runs on gpus_per_stage x nodes ranks (gna.experiments.distill_ranks; the script starts
-# them with torchrun, or srun on several nodes: then one task per GPU). Not params: the number of ranks
-# changes no result (to the rounding of the gradients' sums), and a stage resumes on any number of ranks.
-DISTILL_GPUS, DISTILL_NODES = stage_world(DISTILL)
-if DISTILL:
-    check_split([DISTILL_STAGE[s]["data"].get("batch_size", 16) for s in DISTILL_STAGE], DISTILL_GPUS * DISTILL_NODES)
-DISTILL_GPU = GPUS and DISTILL_GPUS * DISTILL_NODES  # all of the job's GPUs (none in a CPU-only study)
-DISTILL_LAUNCH = ({"nodes": DISTILL_NODES, "mpi": "srun",  # the plugin then runs the job's script on the first node
-                   **({"tasks_per_node": DISTILL_GPUS} if DISTILL_GPUS > 1 else {"tasks": DISTILL_NODES})}
-                  if DISTILL_NODES > 1 else {})
 HYBRID_OUTPUTS = ([f"results/hybrid/{DISTILL['teacher']}/{v}.csv" for v in ["teacher", *DISTILL_VARIANTS]]
                   if DISTILL else [])
 LAYER_SWAP_STUDENT = ((model_input(LAYER_SWAP["student"]) if LAYER_SWAP.get("student")
@@ -91,6 +81,17 @@ KV_EVAL_PROBES = [probe_path(seed=s, separator=DISTILL_SEPARATOR) for s in KV_EV
 # shards offline and a resumed stage starts at its step (gna.experiments.token_shards). The micro corpus
 # is generated inside the jobs: no token folders.
 TOKEN_SETS = token_sets(config)
+
+# Every stage job runs on gpus_per_stage x nodes ranks (gna.experiments.distill_ranks; the script starts
+# them with torchrun, or srun on several nodes: then one task per GPU). Not params: the number of ranks
+# changes no result (to the rounding of the gradients' sums), and a stage resumes on any number of ranks.
+DISTILL_GPUS, DISTILL_NODES = stage_world(DISTILL)
+if DISTILL:
+    check_split([DISTILL_STAGE[s]["data"].get("batch_size", 16) for s in DISTILL_STAGE], DISTILL_GPUS * DISTILL_NODES)
+DISTILL_GPU = GPUS and DISTILL_GPUS * DISTILL_NODES  # all of the job's GPUs (none in a CPU-only study)
+DISTILL_LAUNCH = ({"nodes": DISTILL_NODES, "mpi": "srun",  # the plugin then runs the job's script on the first node
+                   **({"tasks_per_node": DISTILL_GPUS} if DISTILL_GPUS > 1 else {"tasks": DISTILL_NODES})}
+                  if DISTILL_NODES > 1 else {})
 
 
 rule align_student:
