@@ -13,17 +13,19 @@ neither the data order nor the result, only the rounding of the gradients' sums.
 records optimizer steps (whole batches), so a stage resumes on any number of ranks and reads
 exactly the rows it has not consumed.
 
-Why not ``torch.nn.parallel.DistributedDataParallel``: its reducer fires during the backward of
-the wrapped module's ``forward``, once per forward, while the stages backpropagate per layer
-(stage 1-2: one backward per layer and micro-batch, on the submodules) and per vocabulary chunk
-(stage 3), never through the student's ``forward``. The reduction DDP does under ``no_sync`` (one
-bucketed all-reduce after the last micro-batch) is what :meth:`World.reduce_gradients` does by
-hand. Every rank holds the whole student and its AdamW state (DDP's memory, not FSDP's): the
-paper preset's 1B student fits one 80 GB GPU with room to spare (``snakemake plan``); a student
-that does not would need FSDP, which this module does not build (``gna.plan`` refuses such a job).
+Why not ``torch.nn.parallel.DistributedDataParallel``: its reducer is armed by the wrapped module's
+``forward`` and fires in the backward that follows, while stages 1-2 backpropagate layer by layer
+through the student's submodules (one backward per layer and micro-batch) and stage 3 with
+``vocab_chunk`` chunk by chunk through its backbone and head: none goes through the wrapper's
+``forward``. The reduction DDP does under ``no_sync`` (one bucketed all-reduce after the last
+micro-batch) is what :meth:`World.reduce_gradients` does by hand. Every rank holds the whole student
+and its AdamW state (DDP's memory, not FSDP's): the paper preset's 1.4B student fits one 80 GB GPU
+(the plan: at most ~63 GB per GPU, in stage 1); a student
+that does not would need FSDP, which this module does not build (the plan, ``snakemake plan``, flags
+a job whose per-GPU estimate exceeds the GPU; tests/test_plan.py fails on one in the paper preset).
 
-Launch: ``torchrun`` (one node: ``--standalone``; several: a c10d rendezvous) or ``srun`` with one
-task per GPU; :func:`process_group` reads either's environment. Backend: NCCL on CUDA, gloo on the
+Launch (gna.experiments.distill_ranks): ``torchrun --standalone`` on one node, ``srun`` with one
+task per GPU on several; :func:`process_group` reads either's environment. Backend: NCCL on CUDA, gloo on the
 CPU (the tests run 2 gloo ranks on one CPU).
 """
 from __future__ import annotations
