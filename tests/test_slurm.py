@@ -168,7 +168,7 @@ def test_a_distillation_stage_runs_on_two_ranks_in_one_slurm_job(cluster, profil
     (tmp_path / "two_ranks.yaml").write_text(yaml.safe_dump(cfg))
     target = "results/hybrid/llama-tiny/s8/stage1"
     on_slurm(tmp_path, target, "--configfile", str(tmp_path / "two_ranks.yaml"), "--config", "gpus_per_job=1",
-             env=cluster, profile=profile)
+             env=cluster, profile=profile, timeout=450)  # 2 jobs: the random teacher, then the stage
     info = json.loads((tmp_path / target / "distill.json").read_text())
     assert info["ranks"] == 2 and info["steps"] == 2 and all(math.isfinite(x) for x in info["losses"])
     log = (tmp_path / "logs/hybrid/llama-tiny/s8/stage1.log").read_text()
