@@ -74,6 +74,9 @@ if DISTILL and config["kv_probe"]["seed"] in KV_EVAL_SEEDS:
 DISTILL_RANKING = ("results/scan/{teacher}.ranking.csv" if DISTILL_SEPARATOR == config["kv_probe"]["separator"]
                    else "results/scan_distill/{teacher}.ranking.csv")
 KV_EVAL_PROBES = [probe_path(seed=s, separator=DISTILL_SEPARATOR) for s in KV_EVAL_SEEDS]
+# mohawk's KV-Ret (top-1 over the vocabulary, gna.probes.top1) on its own number of pairs (mohawk: 50)
+KV_TOP1_PROBES = [probe_path(n_pairs=DISTILL.get("kv_top1_pairs"), seed=s, separator=DISTILL_SEPARATOR)
+                  for s in KV_EVAL_SEEDS]
 
 # Paper scale reads web data (fineweb-edu, finemath): rule distill_tokens tokenizes each mix once into
 # results/distill_data/<teacher>/<split>-<digest>/, where the Hub is reachable; every job below reads those
@@ -227,6 +230,7 @@ rule evaluate_hybrid:
         model=lambda wc: (model_input(wc.teacher) if wc.variant == "teacher"
                           else [f"results/hybrid/{wc.teacher}/{wc.variant}/stage3"]),
         probes=KV_EVAL_PROBES,
+        top1_probes=KV_TOP1_PROBES,
         tokens=tokens_of(TOKEN_SETS, "heldout"),
     output:
         "results/hybrid/{teacher}/{variant}.csv",

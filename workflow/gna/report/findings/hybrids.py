@@ -90,6 +90,20 @@ def _kv(r, digits: int = 1) -> str:
     return fmt_spread(r["kv_retrieval"], lo, hi, f".{digits}f")
 
 
+def _kv_named(t: pd.DataFrame) -> str:
+    """Which KV metric ``kv_retrieval`` of a hybrid table is, with the multiple choice beside it."""
+    name = t.kv_metric.dropna().iloc[0] if "kv_metric" in t and t.kv_metric.notna().any() else "multiple choice"
+    return f"KV-Ret, {name}"
+
+
+def _mc(rows: pd.DataFrame, key: str) -> str:
+    """The multiple-choice KV scores of ``rows`` (column kv_mc), labelled by ``key``, where the table has them."""
+    if "kv_mc" not in rows or rows.kv_mc.isna().all():
+        return ""
+    return "; multiple choice over the values " + ", ".join(f"{key}={r[key]:g} {r.kv_mc:.1f}"
+                                                          for _, r in rows.iterrows() if pd.notna(r.kv_mc))
+
+
 def distillation_findings(heads: pd.DataFrame | None, state: pd.DataFrame | None) -> list[dict]:
     """The follow-up's claims on hybrid_heads / hybrid_state_size. KV retrieval is the mean over the
     probe seeds; a random row's over its draws, with [min, max] the spread. The ranked heads beat
@@ -117,8 +131,9 @@ def distillation_findings(heads: pd.DataFrame | None, state: pd.DataFrame | None
                                    "does not (KV 13.2% at k = 0 -> 99% at k > 0)", model=model,
                              verdict=judge(best.kv_retrieval - k0 >= 30 and best.kv_retrieval >= 80 and apart,
                                               best.kv_retrieval - k0 >= 10 and apart),
-                             evidence=f"KV retrieval (mean [min, max] over probe seeds) k=0 {_kv(r0)}; " + ", ".join(
-                                 f"k={int(r.k)} {_kv(r)}" for _, r in more.iterrows())))
+                             evidence=f"{_kv_named(ranked)} (mean [min, max] over probe seeds) k=0 {_kv(r0)}; "
+                                      + ", ".join(f"k={int(r.k)} {_kv(r)}" for _, r in more.iterrows())
+                                      + _mc(ranked, "k")))
             kn = ranked.knowledge_avg.dropna()
             if len(kn) >= 2:
                 span = kn.max() - kn.min()
@@ -141,7 +156,9 @@ def distillation_findings(heads: pd.DataFrame | None, state: pd.DataFrame | None
             mono = all(b >= a - 2 for a, b in zip(kv, kv[1:]))
             rows.append(dict(claim="Follow-up: KV retrieval grows with the SSM state (72.6 / 90.0 / 99.3 at 4 / 8 / 64)",
                              model="hybrid students", verdict=judge(mono and kv[-1] - kv[0] >= 10, mono),
-                             evidence=", ".join(f"state {int(r.state_size)}: {_kv(r)}" for _, r in ours.iterrows())))
+                             evidence=f"{_kv_named(ours)}: " + ", ".join(f"state {int(r.state_size)}: {_kv(r)}"
+                                                                          for _, r in ours.iterrows())
+                                      + _mc(ours, "state_size")))
     return rows
 
 
@@ -162,4 +179,5 @@ def ranked_vs_random(ranked: pd.DataFrame, random_: pd.DataFrame, model: str) ->
                       "draws" if "draws_random" in both and pd.notna(r.draws_random) else "")
                    for r in both.itertuples())
     return [dict(claim="Follow-up: the ranked heads beat the same budget of random heads", model=model,
-                 verdict=judge(ok, mean_diff > 0), evidence=f"KV ranked vs random (mean [min, max]): {ev}")]
+                 verdict=judge(ok, mean_diff > 0),
+                 evidence=f"{_kv_named(ranked)}, ranked vs random (mean [min, max]): {ev}")]
