@@ -49,12 +49,15 @@ DISTILL_STAGE = {
             # config without them keeps its params and reruns nothing
             **{key: DISTILL[key] for key in ("micro_batch_size", "vocab_chunk") if DISTILL[key] is not None},
             # mohawk's optimizer and stage-2 settings (gna.hybrid.distillation.stage_options): only when set,
-            # per stage where a list of 3 is given; adapter_init and stage2_trainable matter in stage 2 only
+            # per stage where a list of 3 is given; adapter_init and stage2_trainable matter in stage 2 only,
+            # stage1_trainable in stage 1
             **{key: _distill_at(DISTILL[key], stage) for key in ("weight_decay", "schedule", "grad_clip")
                if DISTILL.get(key) is not None},
             **({"no_decay": DISTILL["no_decay"]} if DISTILL.get("no_decay") else {}),
             **{key: DISTILL[key] for key in ("stage2_trainable", "adapter_init")
-               if stage == 2 and DISTILL.get(key) is not None}}
+               if stage == 2 and DISTILL.get(key) is not None}
+            **({"stage1_trainable": DISTILL["stage1_trainable"]}
+               if stage == 1 and DISTILL.get("stage1_trainable") is not None else {})}
     for stage in (1, 2, 3) if DISTILL
 }
 HYBRID_OUTPUTS = ([f"results/hybrid/{DISTILL['teacher']}/{v}.csv" for v in ["teacher", *DISTILL_VARIANTS]]
