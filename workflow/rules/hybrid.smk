@@ -55,7 +55,7 @@ DISTILL_STAGE = {
                if DISTILL.get(key) is not None},
             **({"no_decay": DISTILL["no_decay"]} if DISTILL.get("no_decay") else {}),
             **{key: DISTILL[key] for key in ("stage2_trainable", "adapter_init")
-               if stage == 2 and DISTILL.get(key) is not None}
+               if stage == 2 and DISTILL.get(key) is not None},
             **({"stage1_trainable": DISTILL["stage1_trainable"]}
                if stage == 1 and DISTILL.get("stage1_trainable") is not None else {})}
     for stage in (1, 2, 3) if DISTILL
