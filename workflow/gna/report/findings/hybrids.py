@@ -62,6 +62,46 @@ def hybrid_attention(fig: Path, settings: dict | None = None) -> list[dict]:
     return rows
 
 
+SWEEP_SINGLE_SETS = ("answer", "option_values", "option_letters", "option_closers", "question")
+
+
+def row_sweep(fig: Path, settings: dict | None = None) -> list[dict]:
+    """Where a head set aggregates (row-mask sweep): the single position set whose masking costs MMLU
+    most. Holds where that is the answer position (the paper's reading of section 5.3) and it costs
+    15 points or more; partly where the answer row costs 15 or more but another set costs more; does
+    not hold otherwise, the evidence naming where the heads aggregate instead. n/a where the
+    unmasked model is near chance on MMLU."""
+    chance = chance_of("mmlu", with_settings(settings)["mmlu_chance"])
+    t = read_table(fig, "row_sweep.csv")
+    if t is None:
+        return []
+    rows = []
+    for (model, head_set), sub in t.groupby(["model", "head_set"], sort=False):
+        s = sub.set_index("condition")
+        claim = f"Section 5.3: the {head_set} heads aggregate at the answer position (row-mask sweep)"
+        if "none" not in s.index or "answer" not in s.index:
+            continue
+        if near_chance(s.loc["none", "mmlu"], chance, 100):
+            rows.append(dict(claim=claim, model=model, verdict="n/a",
+                             evidence=f"the unmasked model is near chance on MMLU ({s.loc['none', 'mmlu']:.1f})"))
+            continue
+        drops = s["drop"][[c for c in SWEEP_SINGLE_SETS if c in s.index]]
+        where, most, last = drops.idxmax(), drops.max(), drops["answer"]
+        if most >= 15:
+            verdict = judge(where == "answer" and last >= 15, last >= 15)
+            place = f"they aggregate at {where} (-{most:.1f})" + ("" if where == "answer" else
+                                                                   f"; the answer row costs {last:.1f}")
+        else:
+            verdict = "does not hold"
+            rest = s["drop"].get("all_but_answer")
+            place = ("no single position set costs 15 points: the aggregation is spread"
+                     + ("" if rest is None or pd.isna(rest) else f" (all but the answer: -{rest:.1f})"))
+        evidence = (f"MMLU unmasked {s.loc['none', 'mmlu']:.1f}; masked at " + ", ".join(
+            f"{c} {s.loc[c, 'mmlu']:.1f}" for c in s.index if c != "none") + f": {place}")
+        rows.append(dict(claim=claim, model=model, verdict=verdict, evidence=evidence))
+    return rows
+
+
 def layer_swap(fig: Path) -> list[dict]:
     """Swapping the best teacher layer in lifts MMLU by 10 points, knowledge moving less than half that."""
     t = read_table(fig, "layer_swap.csv")
