@@ -15,7 +15,8 @@ positions of an MMLU-format prompt at a time and scores MMLU (lm-eval's ``acc``,
 ``all_but_answer``  every prompt token but the answer position (BOS included)
 
 plus ``none`` (nothing masked: the same code path, the baseline). A token that straddles two sets
-(a merged letter and value) belongs to the first of letters, values. The choices' own tokens
+(a merged letter and value) belongs to the letters; a whitespace-only token inside an option line
+(a lone space between letter and value) to no option set. The choices' own tokens
 (after the prompt) are never masked. Prompts without option lines (knowledge clozes) are refused.
 """
 from __future__ import annotations
@@ -47,7 +48,7 @@ def position_sets(prompt: str, offsets) -> dict[str, list[int]]:
         letter_end = start + 1 + (prompt[start + 1:start + 2] in ".):")   # "A", or "A." / "A)" / "A:"
         for t in toks:
             s, e = offsets[t]
-            if t == closer and prompt[s:e].strip() == "":
+            if prompt[s:e].strip() == "":   # the closer, or a lone space between letter and value
                 continue
             (letters if s < letter_end else values).append(t)
     first_option = min(min(toks) for toks in seg.choices)

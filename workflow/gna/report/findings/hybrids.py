@@ -58,19 +58,41 @@ def hybrid_attention(fig: Path, settings: dict | None = None) -> list[dict]:
         mm, kn = lo.mmlu - hi.mmlu, lo.knowledge - hi.knowledge
         rows.append(dict(claim=claim, model=model, verdict=judge(mm >= 15 and kn < mm / 2, mm > kn),
                          evidence=f"{hi.heads_masked} of the attention heads masked: MMLU {lo.mmlu:.1f} -> "
-                                  f"{hi.mmlu:.1f}, knowledge {lo.knowledge:.1f} -> {hi.knowledge:.1f}"))
+                                  f"{hi.mmlu:.1f}, knowledge {lo.knowledge:.1f} -> {hi.knowledge:.1f}"
+                                  + (_sweep_note(fig, model) if mode == "last_row" else "")))
     return rows
 
 
-SWEEP_SINGLE_SETS = ("answer", "option_values", "option_letters", "option_closers", "question")
+# Where a verdict can be aggregated: the answer position or the options' own positions. The
+# question's tokens are where its content is read: masking them cuts what there is to aggregate.
+AGGREGATION_SITES = ("answer", "option_values", "option_letters", "option_closers")
+
+
+def _aggregation_site(s: pd.DataFrame) -> tuple[str, float, float]:
+    """(site, its MMLU drop, the answer row's drop) of one head set's sweep rows (index: condition)."""
+    drops = s["drop"][[c for c in AGGREGATION_SITES if c in s.index]]
+    return drops.idxmax(), float(drops.max()), float(drops["answer"])
+
+
+def _sweep_note(fig: Path, model: str) -> str:
+    """Where the row-mask sweep places the attention heads' aggregation, for the last-row finding."""
+    t = read_table(fig, "row_sweep.csv")
+    sub = None if t is None else t[(t.model == model) & (t.head_set == "attention")].set_index("condition")
+    if sub is None or "answer" not in sub.index:
+        return ""
+    where, most, last = _aggregation_site(sub)
+    if where == "answer":
+        return f"; the row-mask sweep finds the attention heads aggregating at the answer row (-{last:.1f})"
+    return (f"; the row-mask sweep finds the attention heads aggregating at {where} instead (masking those rows: "
+            f"-{most:.1f} against the answer row's -{last:.1f})")
 
 
 def row_sweep(fig: Path, settings: dict | None = None) -> list[dict]:
-    """Where a head set aggregates (row-mask sweep): the single position set whose masking costs MMLU
-    most. Holds where that is the answer position (the paper's reading of section 5.3) and it costs
-    15 points or more; partly where the answer row costs 15 or more but another set costs more; does
-    not hold otherwise, the evidence naming where the heads aggregate instead. n/a where the
-    unmasked model is near chance on MMLU."""
+    """Where a head set aggregates (row-mask sweep): of the aggregation sites, the position set whose
+    masking costs MMLU most. Holds where that is the answer position (the paper's reading of section
+    5.3) and it costs 15 points or more; partly where the answer row costs 15 or more but an option
+    set costs more; does not hold otherwise, the evidence naming where the heads aggregate instead.
+    n/a where the unmasked model is near chance on MMLU."""
     chance = chance_of("mmlu", with_settings(settings)["mmlu_chance"])
     t = read_table(fig, "row_sweep.csv")
     if t is None:
@@ -85,8 +107,7 @@ def row_sweep(fig: Path, settings: dict | None = None) -> list[dict]:
             rows.append(dict(claim=claim, model=model, verdict="n/a",
                              evidence=f"the unmasked model is near chance on MMLU ({s.loc['none', 'mmlu']:.1f})"))
             continue
-        drops = s["drop"][[c for c in SWEEP_SINGLE_SETS if c in s.index]]
-        where, most, last = drops.idxmax(), drops.max(), drops["answer"]
+        where, most, last = _aggregation_site(s)
         if most >= 15:
             verdict = judge(where == "answer" and last >= 15, last >= 15)
             place = f"they aggregate at {where} (-{most:.1f})" + ("" if where == "answer" else
@@ -94,7 +115,7 @@ def row_sweep(fig: Path, settings: dict | None = None) -> list[dict]:
         else:
             verdict = "does not hold"
             rest = s["drop"].get("all_but_answer")
-            place = ("no single position set costs 15 points: the aggregation is spread"
+            place = ("no aggregation site costs 15 points: the aggregation is spread"
                      + ("" if rest is None or pd.isna(rest) else f" (all but the answer: -{rest:.1f})"))
         evidence = (f"MMLU unmasked {s.loc['none', 'mmlu']:.1f}; masked at " + ", ".join(
             f"{c} {s.loc[c, 'mmlu']:.1f}" for c in s.index if c != "none") + f": {place}")
