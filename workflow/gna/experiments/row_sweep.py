@@ -18,6 +18,9 @@ plus ``none`` (nothing masked: the same code path, the baseline). A token that s
 (a merged letter and value) belongs to the letters; a whitespace-only token inside an option line
 (a lone space between letter and value) to no option set. The choices' own tokens
 (after the prompt) are never masked. Prompts without option lines (knowledge clozes) are refused.
+
+One concept at two layers: this module runs the sweep, :mod:`gna.report.row_sweep` tabulates and
+draws it (its verdict: :func:`gna.report.findings.hybrids.row_sweep`).
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ import torch
 from tqdm import tqdm
 
 from ..errors import ProbeError
-from ..ga_masks import segment_mmlu_prompt
+from ..ga_masks import prompt_offsets, segment_mmlu_prompt
 from ..interventions.rows import mask_head_rows
 from ..probes.scoring import batch_choice_logprobs, encode, iter_batches
 
@@ -62,15 +65,11 @@ def position_sets(prompt: str, offsets) -> dict[str, list[int]]:
 
 
 def prompt_position_sets(examples: list[dict], tokenizer) -> list[dict[str, list[int]]]:
-    """Each example's position sets, on the very tokens :func:`gna.probes.scoring.encode` makes
-    (the stripped prompt, BOS as the tokenizer adds it unless the text starts with it)."""
-    bos = tokenizer.bos_token or tokenizer.eos_token
+    """Each example's position sets, on the very tokens :func:`gna.probes.scoring.encode` makes."""
     out = []
     for ex in examples:
-        ctx = ex["prompt"].rstrip()
-        enc = tokenizer(ctx, add_special_tokens=not (bos and ctx.startswith(bos)), return_offsets_mapping=True)
         try:
-            out.append(position_sets(ctx, enc["offset_mapping"]))
+            out.append(position_sets(*prompt_offsets(ex, tokenizer)))
         except ProbeError as e:
             raise ProbeError(f"row sweep: example {ex.get('id')!r} is not an MMLU-format prompt ({e})") from None
     return out
