@@ -218,6 +218,8 @@ def all_targets():
         targets += ["figures/ssm_masking.png", "figures/ssm_masking.md"]
     if "hybrid_attention" in EXPERIMENTS:
         targets += ["figures/hybrid_attention.md"]
+    if "row_sweep" in EXPERIMENTS:
+        targets += ["figures/row_sweep.png", "figures/row_sweep.md"]
     if "layer_swap" in EXPERIMENTS:
         targets += ["figures/layer_swap.png", "figures/layer_swap.md"]
     if "hybrid_distillation" in EXPERIMENTS:
