@@ -70,6 +70,10 @@ def _arch(model: nn.Module) -> str:
 
 def attach_adapter(model: nn.Module, family: str | None = None, **options) -> Adapter:
     """Pick (or force) the adapter of ``model``, remember it, and return it."""
+    depth = [k for k in ("num_hidden_layers", "n_layer") if getattr(model.config, k, None) == 0]
+    if depth:  # no layers is no architecture's shape: say what is wrong, not "unsupported"
+        raise UnknownArchitectureError(f"{_arch(model)} has {depth[0]} = 0 in its config: a model without layers "
+                                       f"has no token mixers to describe")
     if family is not None:
         forced = adapter_of_family(family)
         if forced.refusal(model):  # a forced family must still fit (Falcon-H1 forced to "attention")

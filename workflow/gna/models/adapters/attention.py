@@ -47,6 +47,11 @@ class AttentionAdapter(Adapter):
         return L, L * cfg["num_attention_heads"]
 
     @classmethod
+    def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]]:
+        cls.check_options(options)
+        return [[("attention", cfg["num_attention_heads"])]] * n_layers_of(cfg)
+
+    @classmethod
     def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:
         kw = dict(num_attention_heads=heads, intermediate_size=2 * hidden, max_position_embeddings=512,
                   tie_word_embeddings=False)

@@ -60,6 +60,24 @@ class Adapter:
         begins with its key in the model entry (``adapter_options.channel_group = ...``)."""
         raise NotImplementedError
 
+    @classmethod
+    def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]] | None:
+        """Per layer, its mixers as ``(kind, n_heads)``, from a config.json alone: what the study's
+        named heads are checked against when the workflow is parsed (None: not known before loading,
+        only the layer range is checked). The sum of heads is :meth:`structure`'s total."""
+        return None
+
+    @classmethod
+    def config_description(cls, cfg: dict, **options) -> ModelDescription | None:
+        """A :class:`ModelDescription` without modules, from :meth:`layer_heads`: its ``head(ref)``
+        resolves and range-checks a head as the loaded model's does."""
+        per_layer = cls.layer_heads(cfg, **options)
+        if per_layer is None:
+            return None
+        mixers = [Mixer(layer=i, kind=kind, n_heads=n, head_dim=0, out_proj=None)
+                  for i, layer in enumerate(per_layer) for kind, n in layer]
+        return ModelDescription(cls.family, len(per_layer), mixers)
+
     # ---------------------------------------------------------------- tiny models of the family
 
     @classmethod

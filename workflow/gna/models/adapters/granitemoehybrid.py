@@ -36,6 +36,14 @@ class GraniteMoeHybridAdapter(Adapter):
         return L, n_attn * cfg["num_attention_heads"] + (L - n_attn) * cfg["mamba_n_heads"]
 
     @classmethod
+    def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]] | None:
+        cls.check_options(options)
+        if not cfg.get("layer_types"):
+            return None
+        return [[("attention", cfg["num_attention_heads"])] if t in cls.ATTENTION_TYPES else
+                [("mamba2", cfg["mamba_n_heads"])] for t in cfg["layer_types"]]
+
+    @classmethod
     def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:
         # Mamba-2 and attention layers alternating, 2 small experts
         return dict(num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), intermediate_size=hidden,
