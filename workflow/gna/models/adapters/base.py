@@ -26,9 +26,10 @@ class Adapter:
     examples: str = ""
     """Human-readable examples of models in the family, for error messages."""
     model_types: tuple[str, ...] = ()
-    layer_returns_tuple: bool = False
+    layer_returns_tuple: bool | int = False
     """True where the model's loop reads ``layer(...)[0]`` (Falcon-H1): a skipped layer must then
-    return ``(hidden,)``, not the bare tensor (see :class:`gna.interventions.SkipLayer`)."""
+    return ``(hidden,)``, not the bare tensor (see :class:`gna.interventions.SkipLayer`); a number
+    where the loop unpacks that many items (Bamba: 2, hidden and attention weights)."""
     fallback: bool = False
     """Matched by structure after every other adapter had its turn (the generic attention decoder)."""
     builds: dict[str, str] = {}
