@@ -82,9 +82,15 @@ def attach_adapter(model: nn.Module, family: str | None = None, **options) -> Ad
                 f"supported families: {supported_families()}")
         found = [forced]
     else:
-        found = [a for a in ADAPTERS if a.matches(model)]
+        from ..refused import refusal_of
+
+        # A family refused by name is refused even where the structural fallback would take it (its
+        # layers look like attention, but what they do is not what the adapter would describe).
+        named = refusal_of(getattr(model.config, "model_type", None))
+        found = [] if named else [a for a in ADAPTERS if a.matches(model)]
         if not found:
-            reasons = "".join(f": {r}" for r in {a.refusal(model) for a in ADAPTERS} - {None})
+            reasons = "".join(f": {r}" for r in ([named] if named else []) +
+                              sorted({a.refusal(model) for a in ADAPTERS} - {None}))
             raise UnknownArchitectureError(
                 f"unsupported architecture {_arch(model)}{reasons}; supported families: {supported_families()}")
     adapter = found[0](model, **options)

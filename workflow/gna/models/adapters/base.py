@@ -136,7 +136,8 @@ def n_layers_of(cfg: dict) -> int | None:
 
 # Class-name fragments of token-mixing modules (attention, SSMs, recurrences, long convolutions).
 # MLPs, MoE blocks, norms, dropouts and activations match none of them.
-_MIXER_NAME = re.compile(r"attention|attn|mamba|mixer|ssm|recurren|rwkv|retention|deltanet|hyena|lightning",
+# "ssm" only where no letter precedes it: GptOssMLP and SeedOssMLP are feed-forward blocks.
+_MIXER_NAME = re.compile(r"attention|attn|mamba|mixer|(?<![a-z])ssm|recurren|rwkv|retention|deltanet|hyena|lightning",
                          re.IGNORECASE)
 
 
