@@ -18,7 +18,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..description import Mixer
-from .base import Adapter, n_layers_of, other_token_mixers
+from .base import Adapter, n_layers_of, other_token_mixers, structure_from
 
 if TYPE_CHECKING:
     from torch import nn
@@ -48,8 +48,7 @@ class AttentionAdapter(Adapter):
 
     @classmethod
     def structure(cls, cfg: dict, **options) -> tuple[int, int]:
-        per_layer = cls.layer_heads(cfg, **options)
-        return len(per_layer), sum(n for layer in per_layer for _, n in layer)
+        return structure_from(cls.layer_heads(cfg, **options))
 
     @classmethod
     def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]]:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...errors import UnknownArchitectureError
 from ..description import Mixer
-from .base import Adapter, n_layers_of, other_token_mixers
+from .base import Adapter, interleaved_mixers, n_layers_of, structure_from
 
 if TYPE_CHECKING:
     from torch import nn
@@ -33,8 +32,7 @@ class BambaAdapter(Adapter):
 
     @classmethod
     def structure(cls, cfg: dict, **options) -> tuple[int, int]:
-        per_layer = cls.layer_heads(cfg, **options)
-        return len(per_layer), sum(n for layer in per_layer for _, n in layer)
+        return structure_from(cls.layer_heads(cfg, **options))
 
     @classmethod
     def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:
@@ -48,20 +46,4 @@ class BambaAdapter(Adapter):
         return self.model.model.layers
 
     def mixers(self) -> list[Mixer]:
-        cfg, out = self.model.config, []
-        for i, layer in enumerate(self.layers()):
-            attn, mamba = getattr(layer, "self_attn", None), getattr(layer, "mamba", None)
-            others = other_token_mixers(layer, known=("self_attn", "mamba"))
-            if (attn is None) == (mamba is None) or others:
-                raise UnknownArchitectureError(
-                    f"Bamba layer {i} is neither one self_attn nor one mamba mixer"
-                    + (f"; other token mixers: {', '.join(others)}" if others else ""))
-            path = f"model.layers.{i}"
-            if attn is not None:
-                out.append(Mixer(layer=i, kind="attention", n_heads=cfg.num_attention_heads, head_dim=attn.head_dim,
-                                 kv_heads=cfg.num_key_value_heads, out_proj=attn.o_proj,
-                                 out_proj_path=f"{path}.self_attn.o_proj", module=attn))
-            else:
-                out.append(Mixer(layer=i, kind="mamba2", n_heads=mamba.num_heads, head_dim=mamba.head_dim,
-                                 out_proj=mamba.out_proj, out_proj_path=f"{path}.mamba.out_proj", module=mamba))
-        return out
+        return interleaved_mixers(self.layers(), self.model.config, "Bamba")

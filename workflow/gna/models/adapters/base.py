@@ -129,6 +129,36 @@ class Adapter:
         return self._description
 
 
+def structure_from(per_layer: list[list[tuple[str, int]]]) -> tuple[int, int]:
+    """``(n_layers, total heads)`` of :meth:`Adapter.layer_heads`' per-layer mixers."""
+    return len(per_layer), sum(n for layer in per_layer for _, n in layer)
+
+
+def interleaved_mixers(layers, cfg, name: str) -> list[Mixer]:
+    """Mixers of a stack whose every layer has exactly one of ``self_attn`` (``o_proj`` input: the
+    attention heads) and ``mamba`` (a transformers Mamba-2 mixer, ``out_proj`` input after the gated
+    norm: its heads), the other None (Granite-4.0-H, Bamba); anything else is refused."""
+    from ...errors import UnknownArchitectureError
+
+    out = []
+    for i, layer in enumerate(layers):
+        attn, mamba = getattr(layer, "self_attn", None), getattr(layer, "mamba", None)
+        others = other_token_mixers(layer, known=("self_attn", "mamba"))
+        if (attn is None) == (mamba is None) or others:
+            raise UnknownArchitectureError(
+                f"{name} layer {i} is neither one self_attn nor one mamba mixer"
+                + (f"; other token mixers: {', '.join(others)}" if others else ""))
+        path = f"model.layers.{i}"
+        if attn is not None:
+            out.append(Mixer(layer=i, kind="attention", n_heads=cfg.num_attention_heads, head_dim=attn.head_dim,
+                             kv_heads=cfg.num_key_value_heads, out_proj=attn.o_proj,
+                             out_proj_path=f"{path}.self_attn.o_proj", module=attn))
+        else:
+            out.append(Mixer(layer=i, kind="mamba2", n_heads=mamba.num_heads, head_dim=mamba.head_dim,
+                             out_proj=mamba.out_proj, out_proj_path=f"{path}.mamba.out_proj", module=mamba))
+    return out
+
+
 def n_layers_of(cfg: dict) -> int | None:
     """A config.json's depth, under the names transformers and the Mamba checkpoints use."""
     return cfg.get("num_hidden_layers") or cfg.get("n_layer")

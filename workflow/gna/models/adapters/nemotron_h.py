@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import UnknownArchitectureError
 from ..description import Mixer
-from .base import Adapter, _mixes_tokens
+from .base import Adapter, _mixes_tokens, structure_from
 
 if TYPE_CHECKING:
     from torch import nn
@@ -37,8 +37,7 @@ class NemotronHAdapter(Adapter):
 
     @classmethod
     def structure(cls, cfg: dict, **options) -> tuple[int, int]:
-        per_layer = cls.layer_heads(cfg, **options)
-        return len(per_layer), sum(n for layer in per_layer for _, n in layer)
+        return structure_from(cls.layer_heads(cfg, **options))
 
     @classmethod
     def tiny_config(cls, name: str, vocab_size: int = 128, hidden: int = 32, layers: int = 2, heads: int = 4,
