@@ -94,6 +94,16 @@ def test_an_out_that_is_a_file_or_a_foreign_directory_is_refused_before_the_mode
     assert (tmp_path / "mine/notes.txt").read_text() == "mine"
 
 
+def test_an_out_that_cannot_be_written_is_refused_before_the_model_loads(tmp_path, capsys, monkeypatch):
+    (tmp_path / "file").write_text("mine")
+    assert main(["scan", str(tmp_path / "no-model"), "--out", str(tmp_path / "file/o")]) == 2
+    one_line_error(capsys.readouterr().err, f"gna scan: error: --out {tmp_path / 'file/o'}: cannot write in "
+                                            f"{tmp_path / 'file'}")
+    monkeypatch.setattr("gna.cli.os.access", lambda path, mode: False)  # as a user without write permission
+    assert main(["scan", str(tmp_path / "no-model"), "--out", str(tmp_path / "o")]) == 2
+    one_line_error(capsys.readouterr().err, f"gna scan: error: --out {tmp_path / 'o'}: cannot write in {tmp_path}")
+
+
 def test_a_full_disk_leaves_out_as_it_was(tmp_path, capsys, monkeypatch):
     """The 4th file fails with ENOSPC: --out keeps the former scan's files, one line on the terminal."""
     out = tmp_path / "o"

@@ -99,7 +99,8 @@ def check_scan_args(args) -> None:
     if out.is_dir() and any(p.name not in SCAN_FILES for p in out.iterdir()):
         raise ConfigError(f"--out {args.out} holds files that gna scan does not write (it replaces the whole "
                           f"directory): give a new or empty directory, or a former gna scan output")
-    parent = next(p for p in (out.resolve(), *out.resolve().parents) if p.exists())
+    # DIR is written as a temporary directory beside it, then renamed: its parent must take it.
+    parent = next(p for p in out.resolve().parents if p.exists())
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise ConfigError(f"--out {args.out}: cannot write in {parent}")
 
