@@ -1,6 +1,7 @@
 # Helpers shared by the rules: config validation, model sources, task roles, output lists.
 import os
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from gna import config_checks
@@ -30,7 +31,10 @@ _canonical = _sorted_keys(dict(config))
 config.clear()
 config.update(_canonical)
 # Fills in the schema's defaults (gna.config_schema): below, the rules read those keys directly.
-validate(config, schema="../schemas/config.schema.yaml")
+try:
+    validate(config, schema="../schemas/config.schema.yaml")
+except WorkflowError:  # one line naming the key and the rule, not the failing part of the schema
+    raise config_checks.schema_error(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")) from None
 
 SCAN_MODELS = config["scan"]["models"]
 EXPERIMENTS = config["experiments"]
