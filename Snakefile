@@ -18,6 +18,12 @@ if not config:
 report: "workflow/report/workflow.rst"
 
 
+# One "Missing metadata" warning, not one per output the workflow has not made here.
+from gna.report.missing_metadata import quiet_missing_metadata
+
+quiet_missing_metadata()
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/probes.smk"

@@ -53,8 +53,9 @@ def run_script(name: str, smk: FakeSnakemake) -> None:
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
 
 
-def pipeline_scan(model_path: str, name: str, work: Path) -> Path:
-    """The pipeline's kv_probe then head_scan rules on ``model_path``; returns results/scan."""
+def pipeline_scan(model_path: str, name: str, work: Path, force: bool = False) -> Path:
+    """The pipeline's kv_probe then head_scan rules on ``model_path``; returns results/scan.
+    ``force``: scan.probe_check.force (a random-init model is at chance)."""
     probe = work / "results/probes/kv-compact-n4-s0-space.examples.jsonl"
     run_script("kv_probe", FakeSnakemake(
         "kv_probe", work / "logs/probe.log", output=[str(probe)],
@@ -64,7 +65,8 @@ def pipeline_scan(model_path: str, name: str, work: Path) -> Path:
     run_script("head_scan", FakeSnakemake(
         "head_scan", work / "logs/scan.log", input=dict(model=model_path, probe=str(probe)),
         output=dict(ranking=str(out / f"{name}.ranking.csv"), ga=str(out / f"{name}.ga.csv")),
-        params=dict(spec={"path": model_path, "dtype": "float32", "device": "cpu"}, **SCAN),
+        params=dict(spec={"path": model_path, "dtype": "float32", "device": "cpu"}, **SCAN,
+                    probe_check=dict(max_unknown_share=0.05, min_over_chance=0.05, force=force)),
         wildcards=dict(model=name, scan_dir="scan")))
     return out
 
@@ -113,9 +115,9 @@ def test_describe_a_hugging_face_directory(tiny_model_dir, capsys, family, optio
 def test_scan_equals_the_pipelines_head_scan(tiny_model_dir, tmp_path, which):
     """Same probe file, same ranking and roles, byte for byte, as the head_scan rule's script."""
     model_path = MICRO_LLAMA if which == "micro-llama" else tiny_model_dir("zamba2")
-    name = Path(model_path).name
-    assert cli_scan(model_path, tmp_path / "cli", "--name", name) == 0
-    scan = pipeline_scan(model_path, name, tmp_path / "pipeline")
+    name, force = Path(model_path).name, which != "micro-llama"  # a random-init model scores at chance
+    assert cli_scan(model_path, tmp_path / "cli", "--name", name, *["--force"] * force) == 0
+    scan = pipeline_scan(model_path, name, tmp_path / "pipeline", force=force)
     cli = tmp_path / "cli"
     probe = tmp_path / "pipeline/results/probes/kv-compact-n4-s0-space.examples.jsonl"
     assert (cli / "probe.examples.jsonl").read_bytes() == probe.read_bytes()
@@ -152,7 +154,7 @@ def test_scan_writes_heatmaps_of_the_top_gather_and_aggregate_heads(tmp_path, ca
 def test_scan_on_a_hugging_face_directory_through_the_console_script(tiny_model_dir, tmp_path):
     out = subprocess.run([str(GNA), "scan", tiny_model_dir("mamba2"), "--out", str(tmp_path / "o"), "--format",
                           "compact", "--n-examples", "8", "--pairs", "4", "--classify-top", "3",
-                          "--classify-examples", "2", "--threads", "1"],
+                          "--classify-examples", "2", "--threads", "1", "--force"],
                          capture_output=True, text=True, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "head scan" in out.stderr  # the scan's tqdm progress bar

@@ -19,7 +19,8 @@ CONFIGS = [ROOT / "config.yaml", *sorted((ROOT / "workflow/configs").glob("*.yam
 # (inside an optional object: where that object is there).
 READ_DIRECTLY = [
     "threads_per_job", "gpus_per_job", "dtype", "device", "eval", "experiments",
-    "eval.batch_size", "eval.max_length", "eval.limit", "eval.num_fewshot",
+    "eval.batch_size", "eval.max_length", "eval.limit", "eval.num_fewshot", "eval.add_bos_token",
+    "eval.fewshot_as_multiturn", "eval.task_definitions",
     "kv_probe.separator", "kv_probe.seed",
     "scan.batch_size", "scan.max_rows", "scan.classify_top", "scan.classify_examples", "scan.threshold",
     "experiments.layer_pruning.tolerance", "experiments.layer_pruning.knowledge_tolerance",
@@ -121,7 +122,8 @@ def test_a_config_without_eval_or_experiments_gets_every_eval_default_and_no_exp
     bare = yaml.safe_load((ROOT / "config.yaml").read_text())
     del bare["eval"], bare["experiments"], bare["micro"]
     cfg = with_defaults(bare)
-    assert cfg["eval"] == {"batch_size": 32, "max_length": 2048, "limit": None, "num_fewshot": 0}
+    assert cfg["eval"] == {"batch_size": 32, "max_length": 2048, "limit": None, "num_fewshot": 0,
+                           "add_bos_token": None, "fewshot_as_multiturn": False, "task_definitions": "installed"}
     assert cfg["experiments"] == {}
     assert "micro" not in cfg  # an optional object without a default stays out: micro.smk uses defaults_of
     assert defaults_of("micro") == with_defaults({**bare, "micro": {}})["micro"]

@@ -183,7 +183,16 @@ def test_fewshot_is_explicit_per_task_and_filters_stay_apart(monkeypatch):
                                 "exact_match_stderr,strict-match": 0.01, "alias": t} for t in tasks}}
 
     monkeypatch.setattr(lm_eval, "simple_evaluate", fake)
-    monkeypatch.setattr("lm_eval.models.huggingface.HFLM", lambda **kw: object())
+    class StubLM:
+        max_length = 2048
+
+        def __init__(self, **kw):
+            pass
+
+        def tok_encode(self, text):
+            return [5]
+
+    monkeypatch.setattr("lm_eval.models.huggingface.HFLM", StubLM)
 
     class Suite:
         def resolve(self, names):

@@ -34,6 +34,8 @@ EXPECTED = {
     "olmo": ("attention", [ATT], [ATT]),
     "olmo2": ("attention", [ATT], [ATT]),
     "phi": ("phi", [ATT], [ATT]),
+    "bamba": ("bamba", [("mamba2", 8, 8)], [ATT]),            # Mamba-2 layer 0, attention layer 1
+    "nemotron-h": ("nemotron-h", [("mamba2", 8, 8)], [ATT]),  # blocks: Mamba-2, attention (MLP blocks from 3 on)
 }
 # Jamba's Mamba layers in groups of 16 channels (4 heads), to keep the naive scan short.
 SCAN_SPEC = {"jamba": {"adapter_options": {"channel_group": 16}}}
@@ -178,19 +180,20 @@ def test_scan_equals_naive_loop_for_every_head(tiny_model, probe, family):
     assert (joined["rank"] == joined["rank_naive"]).all()
 
 
-@pytest.mark.parametrize("family", ["falcon-h1", "granitemoehybrid"])
+@pytest.mark.parametrize("family", ["falcon-h1", "granitemoehybrid", "bamba", "nemotron-h"])
 @pytest.mark.parametrize("rms_norm", [False, True])
 def test_mamba2_mixing_terms_reproduce_the_hybrid_mixer(family, rms_norm):
     """The SSD matrix (G&A patterns, masking) of Falcon-H1 (muP multipliers, optional gated norm) and
     Granite's Mamba-2 layers: ``out_proj(gate(matrix @ x))`` equals the mixer's own output."""
-    if family == "granitemoehybrid" and rms_norm:
-        pytest.skip("Granite's Mamba-2 layer always has its gated norm")
+    if family != "falcon-h1" and rms_norm:
+        pytest.skip("only Falcon-H1's Mamba-2 gated norm is optional")
     extra = dict(mamba_rms_norm=True, ssm_in_multiplier=0.5, ssm_multipliers=[1.5, 0.7, 1.2, 0.9, 1.1]) \
         if family == "falcon-h1" and rms_norm else {}
     model = build_tiny_model(family, **extra)
     mixer = next(m for m in describe(model).mixers if m.kind == "mamba2").module
     seen = []
-    handle = mixer.register_forward_hook(lambda mod, args, kwargs, out: seen.append((kwargs["hidden_states"], out)),
+    handle = mixer.register_forward_hook(lambda mod, args, kwargs, out: seen.append(
+        (args[0] if args else kwargs["hidden_states"], out)),
                                          with_kwargs=True)
     logits(model)
     handle.remove()

@@ -136,8 +136,8 @@ def hybrid_results(tmp_path):
                                            ("k20-s4-ranked", "ranked", 20, 4, 0.7, 0.6, 12.0)]:
         df = pd.DataFrame([dict(task=t, metric=m, value=v) for t, m, v in [
             ("arc_easy", "acc", kn), ("piqa", "acc", kn), ("mmlu", "acc", 0.4), ("lambada_openai", "acc", 0.5),
-            ("lambada_openai", "perplexity", ppl), ("swde", "contains", 0.7), ("kv_retrieval", "acc", kv),
-            ("heldout", "perplexity", ppl)]])
+            ("lambada_openai", "perplexity", ppl), ("swde", "contains", 0.7), ("kv_retrieval", "top1", kv),
+            ("kv_retrieval", "acc", (1 + kv) / 2), ("heldout", "perplexity", ppl)]])
         df = df.assign(model="m", variant=variant, selection=sel, k=k, state_size=s, kept_heads="L0H1")
         p = tmp_path / f"{variant}.csv"
         df.to_csv(p, index=False)
@@ -160,6 +160,13 @@ def test_hybrid_tables_put_the_published_rows_under_ours_and_findings_read_them(
     assert len(found) == 5 and all(r["verdict"] in ("holds", "partly", "does not hold") for r in found.values())
     kv = next(r for r in found.values() if "KV 13.2%" in r["claim"])
     assert kv["verdict"] == "holds" and "k=0 13.0" in kv["evidence"]
+    # two named KV metrics: mohawk's top-1 (beside the published numbers) and the multiple choice
+    ours = heads[heads.source == "ours"].set_index("variant")
+    assert ours.loc["k0-s64-ranked", "kv_retrieval"] == pytest.approx(13.0)
+    assert ours.loc["k0-s64-ranked", "kv_mc"] == pytest.approx(56.5)
+    assert set(heads.kv_metric) == {"top-1 over the vocabulary (mohawk)"}   # ours and the paper's rows
+    assert "top-1 over the vocabulary" in kv["evidence"] and "multiple choice over the values k=0 56.5" in kv["evidence"]
+    assert "kv_mc" in (f / "hybrid_heads.md").read_text() and "top-1" in (f / "hybrid_heads.md").read_text()
     nothing = tmp_path / "nothing"
     assert [check(nothing) for check in (findings.ssm_masking, findings.hybrid_attention, findings.layer_swap,
                                          findings.distillation)] == [[], [], [], []]

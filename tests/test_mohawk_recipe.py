@@ -90,11 +90,32 @@ def test_stage2_trainable_mixers_or_all(teacher, tmp_path, which):
     else:  # the default: mixers, kept heads and adapter only
         assert graded == mixers and moved == mixers
     assert all(p.requires_grad for p in student.parameters())  # flags restored
-    with pytest.raises(ConfigError, match="stage 2"):
-        stage_trainable(1, "all")
+    with pytest.raises(ConfigError, match="stage 3"):
+        stage_trainable(3, "all")
     with pytest.raises(ConfigError, match="stage2_trainable"):
         stage_trainable(2, "some")
     assert "trainable" not in stage_options({"stage2_trainable": "all"}, 3)
+    assert "trainable" not in stage_options({"stage2_trainable": "all"}, 1)
+
+
+@pytest.mark.parametrize("which", [None, "all"])
+def test_stage1_trainable_is_every_parameter_with_a_gradient_as_mohawk(teacher, tmp_path, which):
+    """mohawk marks every parameter trainable in stage 1: what the matrix loss reaches trains, the
+    mixers and each layer's input_layernorm (the matrix is computed on its output); the default
+    trains the mixers only."""
+    student = build_student(teacher, [(0, 1)], 8, chunk_size=8, seed=1)
+    before = {n: p.detach().clone() for n, p in student.named_parameters()}
+    opts = stage_options({"stage1_trainable": which, "weight_decay": 0.1} if which else {}, 1)
+    distill(teacher, student, 1, [ids()], steps=1, lr=1e-3, out_dir=tmp_path, **opts)
+    moved = {n for n, p in student.named_parameters() if not torch.equal(p, before[n])}
+    mixers = {n for n in before if ".mixer." in n}
+    norms = {n for n in before if ".input_layernorm." in n}
+    assert norms and mixers
+    if which == "all":
+        assert moved == {n for n, p in student.named_parameters() if p.grad is not None}
+        assert norms <= moved and mixers & moved and not any(".mlp." in n or "embedding" in n for n in moved)
+    else:
+        assert moved <= mixers and not norms & moved
 
 
 # --------------------------------------------------------------------------------- 3. optimizer
@@ -225,8 +246,10 @@ def test_paper_preset_selects_mohawks_recipe_and_micro_keeps_its_own():
     assert all(paper[s]["weight_decay"] == 0.1 and paper[s]["schedule"]["name"] == "wsd" for s in (1, 2, 3))
     assert paper[2]["stage2_trainable"] == "all" and paper[2]["adapter_init"] == "default"
     assert paper[2]["combine"] == "adapter" and "stage2_trainable" not in paper[3]
+    assert paper[1]["stage1_trainable"] == "all" and "stage1_trainable" not in paper[2]
     assert [len(paper[s]["data"]["sources"]) for s in (1, 2, 3)] == [1, 2, 2]
     assert [paper[s]["data"]["batch_size"] for s in (1, 2, 3)] == [64, 128, 128]
-    new = {"weight_decay", "schedule", "grad_clip", "no_decay", "stage2_trainable", "adapter_init"}
+    new = {"weight_decay", "schedule", "grad_clip", "no_decay", "stage1_trainable", "stage2_trainable",
+           "adapter_init"}
     for s, run in stages["micro"].items():
         assert not new & set(run) and "by_stage" not in run["data"] and stage_options(run, s) == {}

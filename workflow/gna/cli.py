@@ -74,29 +74,67 @@ def heatmap_rows(role: str, head, matrix, tokens: list[str]) -> list[dict]:
                  key_token=tokens[s], weight=float(matrix[t, s])) for t in range(T) for s in range(t + 1)]
 
 
+SCAN_FILES = ("probe.examples.jsonl", "ranking.csv", "ga.csv", "heatmap_gather.csv", "heatmap_aggregate.csv",
+              "heatmaps.png")
+"""What ``gna scan`` writes into ``--out``."""
+
+
+def check_scan_args(args) -> None:
+    """Every argument and ``--out`` checked before the model loads (a bad one is a one-line error,
+    not a traceback after minutes of scanning)."""
+    from .errors import ConfigError
+
+    for name, value, low, high in (("--pairs", args.pairs, 1, 100), ("--n-examples", args.n_examples, 1, None),
+                                   ("--batch-size", args.batch_size, 1, None), ("--max-rows", args.max_rows, 1, None),
+                                   ("--classify-top", args.classify_top, 0, None),
+                                   ("--classify-examples", args.classify_examples, 1, None),
+                                   ("--threshold", args.threshold, 0, 1),
+                                   ("--max-unknown-share", args.max_unknown_share, 0, 1),
+                                   ("--min-over-chance", args.min_over_chance, 0, 1)):
+        if value < low or (high is not None and value > high):
+            raise ConfigError(f"{name} {value} is outside {low}..{'' if high is None else high}")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {args.out} exists and is not a directory")
+    if out.is_dir() and any(p.name not in SCAN_FILES for p in out.iterdir()):
+        raise ConfigError(f"--out {args.out} holds files that gna scan does not write (it replaces the whole "
+                          f"directory): give a new or empty directory, or a former gna scan output")
+    # DIR is written as a temporary directory beside it, then renamed: its parent must take it.
+    parent = next(p for p in out.resolve().parents if p.exists())
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out {args.out}: cannot write in {parent}")
+
+
 def cmd_scan(args) -> int:
     import pandas as pd
     import torch
 
     from .ga_patterns import classify_heads
-    from .io import write_csv
+    from .io import atomic_path, write_csv
     from .models import load_model
+    from .probes.guard import check_probe
     from .probes.kv import generate_kv_probe, write_jsonl
     from .probes.scoring import encode
     from .report import heatmaps
     from .report.common import save_figure
     from .scan import scan_heads, top_k
 
+    check_scan_args(args)
     if args.threads:
         torch.set_num_threads(args.threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     out, name = Path(args.out), args.name or _model_name(args.model)
-    # Everything is computed before anything is written: a failing run leaves DIR as it was.
+    # Everything is computed before anything is written, and written into a temporary directory
+    # renamed to DIR at the end: a failing run leaves DIR as it was.
     model, tok = load_model(_spec(args))
     examples = generate_kv_probe(args.pairs, args.n_examples, args.seed, separator=args.separator, fmt=args.format)
+    encoded = encode(examples, tok)
+    checked = check_probe(model, tok, encoded, batch_size=args.batch_size, max_unknown_share=args.max_unknown_share,
+                          min_over_chance=args.min_over_chance, force=args.force,
+                          what=f"the KV probe ({args.format} format, {args.pairs} pairs, separator {args.separator!r})")
     # As workflow/scripts/head_scan.py does, step for step.
-    ranking = scan_heads(model, encode(examples, tok), batch_size=args.batch_size, max_rows=args.max_rows,
-                         model_name=name)
+    ranking = scan_heads(model, encoded, batch_size=args.batch_size, max_rows=args.max_rows,
+                         model_name=name).assign(**checked.columns())
     top = top_k(ranking, min(args.classify_top, len(ranking)))
     ga = classify_heads(model, tok, examples[:args.classify_examples], top, threshold=args.threshold)
     ga = ranking.merge(ga, on=["layer", "head", "kind"]).sort_values("rank")
@@ -105,23 +143,27 @@ def cmd_scan(args) -> int:
     patterns = heatmaps.head_patterns(model, tok, prompt, ga)
     tokens = tok.convert_ids_to_tokens(tok(prompt)["input_ids"])
 
-    written = [write_jsonl(examples, out / "probe.examples.jsonl"), write_csv(ranking, out / "ranking.csv"),
-               write_csv(ga, out / "ga.csv")]
-    for role, (head, mat) in patterns.items():
-        if mat is not None:
-            written.append(write_csv(pd.DataFrame(heatmap_rows(role, head, mat, tokens)), out / f"heatmap_{role}.csv"))
-    save_figure(heatmaps.figure({name: patterns}, {name: tokens}), out / "heatmaps.png")
-    written.append(out / "heatmaps.png")
+    with atomic_path(out, directory=True) as tmp:
+        written = [write_jsonl(examples, tmp / "probe.examples.jsonl"), write_csv(ranking, tmp / "ranking.csv"),
+                   write_csv(ga, tmp / "ga.csv")]
+        for role, (head, mat) in patterns.items():
+            if mat is not None:
+                rows = heatmap_rows(role, head, mat, tokens)
+                written.append(write_csv(pd.DataFrame(rows), tmp / f"heatmap_{role}.csv"))
+        save_figure(heatmaps.figure({name: patterns}, {name: tokens}), tmp / "heatmaps.png")
+        written.append(tmp / "heatmaps.png")
 
     print(f"{name}: KV probe of {len(examples)} prompts x {args.pairs} pairs ({args.format}); "
-          f"baseline accuracy {ranking.baseline_accuracy.iloc[0]:.3f}")
+          f"baseline accuracy {ranking.baseline_accuracy.iloc[0]:.3f} (chance {checked.chance_accuracy:.3f})")
+    if checked.forced:
+        print(f"forced (--force): {'; '.join(checked.problems())}; ranking.csv records probe_check = forced")
     shown = ga if len(ga) else ranking.head(args.classify_top or 10)
     cols = [c for c in ("rank", "layer", "head", "kind", "accuracy", "drop", "role") if c in shown]
     print(shown[cols].head(10).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     for role, (head, _) in patterns.items():
         print(f"top {role} head: " + (f"L{head[0]}H{head[1]} ({head[2]})" if head else
                                       f"none among the top {len(top)} heads"))
-    print("wrote " + ", ".join(str(p) for p in written))
+    print("wrote " + ", ".join(str(out / p.name) for p in written))
     return 0
 
 
@@ -153,7 +195,9 @@ def parser() -> argparse.ArgumentParser:
                        "heads as Gather or Aggregate from their mixing patterns, and draw the top Gather and "
                        "Aggregate heads' patterns on the first prompt. Writes into DIR: probe.examples.jsonl, "
                        "ranking.csv, ga.csv, heatmap_gather.csv, heatmap_aggregate.csv (tidy rows) and "
-                       "heatmaps.png; nothing is written if a step fails.")
+                       "heatmaps.png. DIR is written at the end, all at once (a temporary directory renamed): nothing is "
+                       "written if a step fails. Stops before ranking if the probe means nothing for the model "
+                       "(too many unknown tokens, baseline at chance) unless --force.")
     _model_options(s)
     s.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
     s.add_argument("--name", help="model name in the tables (default: MODEL's last path part)")
@@ -173,19 +217,30 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--classify-examples", type=int, default=20, help="prompts the roles are read on (default: %(default)s)")
     g.add_argument("--threshold", type=float, default=0.3, help="a role needs a score at least this (default: %(default)s)")
     g.add_argument("--threads", type=int, help="torch threads (default: torch's own)")
+    g = s.add_argument_group("probe check: before ranking, does the probe mean anything for the model?")
+    g.add_argument("--max-unknown-share", type=float, default=0.05, help="stop if more than this share of the "
+                   "prompts' tokens are the tokenizer's unknown token (default: %(default)s)")
+    g.add_argument("--min-over-chance", type=float, default=0.05, help="stop unless the model's baseline accuracy "
+                   "beats chance (1 / pairs) by this (default: %(default)s)")
+    g.add_argument("--force", action="store_true", help="rank anyway; ranking.csv records probe_check = forced")
     s.set_defaults(run=cmd_scan)
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gna`` console script; returns the exit status."""
-    from .errors import GnaError
+    from .errors import GnaError, user_os_error
 
     args = parser().parse_args(argv)
     try:
         return args.run(args)
     except GnaError as e:  # a problem with the input, named in the message: no traceback
         print(f"gna {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        if not user_os_error(e):
+            raise
+        print(f"gna {args.command}: error: cannot write {e.filename or getattr(args, 'out', '')}: {e.strerror}", file=sys.stderr)
         return 2
 
 

@@ -14,12 +14,38 @@ class StudyConfigError(ConfigError, ValueError):
     pass
 
 
-def local_model_config(path: str) -> dict | None:
-    p = Path(path) / "config.json"
-    return json.loads(p.read_text()) if p.is_file() else None
+def local_model_config(path: str, key: str | None = None) -> dict | None:
+    """A local model's config.json as a dict, None where ``path`` is no directory (a hub id); a
+    directory without a config.json or with one that is not JSON is an error naming ``key``."""
+    d = Path(path)
+    if not d.is_dir():
+        return None
+    p, where = d / "config.json", f"config error: {key}: " if key else ""
+    if not p.is_file():
+        raise StudyConfigError(f"{where}model directory {path} has no config.json")
+    try:
+        cfg = json.loads(p.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise StudyConfigError(f"{where}{p} is not JSON: {e}") from None
+    if not isinstance(cfg, dict):
+        raise StudyConfigError(f"{where}{p} is not a JSON object")
+    return cfg
 
 
-def _config_json(model: dict, source: str) -> tuple[dict, str | None]:
+def looks_like_path(source: str) -> bool:
+    """Not a Hugging Face id (``org/name``): the loader's rule (gna.models.loading)."""
+    return source.startswith((".", "/", "~")) or source.count("/") > 1
+
+
+def check_model_path(name: str, model: dict, source: str) -> None:
+    """A local model that is not there: say so (not "needs n_layers"), naming the key."""
+    if "random" in model or Path(source).exists() or not looks_like_path(source):
+        return
+    raise StudyConfigError(f"config error: models.{name}.path = {model.get('path')!r}: {source} does not exist "
+                           f"(and it is not a Hugging Face id, org/name)")
+
+
+def _config_json(model: dict, source: str, key: str | None = None) -> tuple[dict, str | None]:
     """The config.json of a model entry (local, a smoke preset's tiny config, or the shipped
     architecture of its Hugging Face id) and, for the latter, its data/architectures key."""
     if "random" in model:  # smoke presets only: transformers is imported just for them
@@ -28,8 +54,8 @@ def _config_json(model: dict, source: str) -> tuple[dict, str | None]:
         r = dict(model["random"])
         r.pop("seed", None)
         return tiny_config(r.pop("family"), **r).to_dict(), None
-    cfg = local_model_config(source)
-    if cfg:
+    cfg = local_model_config(source, key)
+    if cfg is not None:
         return cfg, None
     from .architectures import shipped_config, shipped_key
 
@@ -53,7 +79,12 @@ def structure(model: dict, source: str, name: str | None = None) -> tuple[int | 
         raise StudyConfigError(f"config error: models.{name}.random.family = {model['random']['family']!r} is not a "
                                f"model the adapters can build: {', '.join(ALL_FAMILIES)}")
     n_layers, heads = model.get("n_layers"), model.get("n_heads_total")
-    cfg, shipped = _config_json(model, source)
+    check_model_path(name, model, source)
+    cfg, shipped = _config_json(model, source, f"models.{name}")
+    depth = [k for k in ("num_hidden_layers", "n_layer") if cfg.get(k) == 0]
+    if depth:
+        raise StudyConfigError(f"config error: models.{name}: its config.json has {depth[0]} = 0 (model {source}): "
+                               f"a model without layers has no heads or layers to study")
     adapter = adapter_of_config(cfg, model.get("family")) if cfg else None
     if adapter is None:
         return n_layers, heads
@@ -104,12 +135,13 @@ def check(config: dict, model_source) -> dict[str, tuple[int | None, int | None]
             raise StudyConfigError(f"config error: layer pruning of {m!r} needs models.{m}.n_layers "
                                    f"(no local config.json to read it from)")
     check_hybrid(config, shapes, known)
+    check_named_heads(config, model_source, shapes, known)
     tasks = config["tasks"]
     if tasks.get("micro_data") is not None and not Path(tasks["micro_data"]).is_dir():
         raise StudyConfigError(f"config error: tasks.micro_data {tasks['micro_data']!r} is not a directory")
     from .task_names import unknown_task
 
-    problem = unknown_task(tasks)  # micro: <name>.jsonl; paper scale: lm-eval's (cached) task list
+    problem = unknown_task(tasks) or bad_task_line(tasks)  # micro: <name>.jsonl; paper scale: lm-eval's list
     if problem:
         raise StudyConfigError(f"config error: {problem}")
     for exp, roles in (("topk_removal", ("retrieval",)), ("arc_chat", ("arc_regular", "arc_chat"))):
@@ -141,10 +173,12 @@ def check_hybrid(config: dict, shapes: dict, known) -> None:
             raise StudyConfigError(f"config error: experiments.hybrid_distillation keeps the top heads of {t!r}'s "
                                    "ranking: add it to scan.models")
         heads = shapes[t][1]
-        for k in dist["k"] + ([dist["state_k"]] if "state_k" in dist else []):
-            if heads is not None and k > heads:
-                raise StudyConfigError(f"config error: experiments.hybrid_distillation.k = {k} but the teacher "
-                                       f"{t!r} has only {heads} heads")
+        for key, ks in (("k", dist["k"]), ("state_k", [dist.get("state_k", 0)]),
+                        ("random_heads", dist["random_heads"] if isinstance(dist.get("random_heads"), list) else [])):
+            for k in ks:
+                if heads is not None and k > heads:
+                    raise StudyConfigError(f"config error: experiments.hybrid_distillation.{key} = {k} but the "
+                                           f"teacher {t!r} has only {heads} heads")
         if dist.get("state_sizes") and "state_k" not in dist:
             raise StudyConfigError("config error: experiments.hybrid_distillation.state_sizes needs state_k "
                                    "(the number of heads kept in the state-size sweep)")
@@ -152,3 +186,74 @@ def check_hybrid(config: dict, shapes: dict, known) -> None:
             if s is None and n is None:
                 raise StudyConfigError(f"config error: experiments.hybrid_distillation: stage {i} has neither "
                                        "steps nor tokens")
+
+
+def _config_description(model: dict, source: str):
+    """The entry's mixers from its config.json (no torch), or None where the family does not say."""
+    from .models.adapters import adapter_of_config
+
+    cfg, _ = _config_json(model, source)
+    adapter = adapter_of_config(cfg, model.get("family")) if cfg else None
+    return adapter.config_description(cfg, **model.get("adapter_options", {})) if adapter else None
+
+
+def check_named_heads(config: dict, model_source, shapes: dict, known) -> None:
+    """Every head an experiment names (``experiments.<exp>.named_heads.<model>.<role>[i]``) exists in
+    its model: the layer in range, the kind in that layer, the head below that mixer's count."""
+    from .errors import HeadIndexError, LayerIndexError
+
+    models = config["models"]
+    for exp, ecfg in (config.get("experiments") or {}).items():
+        named = (ecfg or {}).get("named_heads") or {}
+        known(f"experiments.{exp}.named_heads", named)
+        for m, roles in named.items():
+            desc = _config_description(models[m], model_source(m))
+            for role, refs in roles.items():
+                for i, ref in enumerate(refs):
+                    key = f"experiments.{exp}.named_heads.{m}.{role}[{i}] = {list(ref)}"
+                    try:
+                        if desc is not None:
+                            desc.head(list(ref))
+                        elif shapes[m][0] is not None and not 0 <= ref[0] < shapes[m][0]:
+                            raise LayerIndexError(f"layer {ref[0]} is out of range: the model has {shapes[m][0]} "
+                                                  f"layers (0..{shapes[m][0] - 1})")
+                    except (HeadIndexError, LayerIndexError) as e:
+                        raise StudyConfigError(f"config error: {key}: {e} (model {m!r})") from None
+
+
+def bad_task_line(tasks: dict) -> str | None:
+    """The first line of a micro task file that is not a JSON object, as ``key: file line N: reason``
+    (lm-eval would fail on it deep inside datasets/pyarrow, naming neither), or None."""
+    from .task_names import named_tasks
+
+    if tasks.get("micro_data") is None:
+        return None
+    for key, name in named_tasks(tasks):
+        path = Path(tasks["micro_data"]) / f"{name}.jsonl"
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as e:
+                    return f"{key}: {path} line {n} is not JSON ({e})"
+                if not isinstance(row, dict):
+                    return f"{key}: {path} line {n} is not a JSON object"
+    return None
+
+
+def schema_error(config: dict, schema_path) -> StudyConfigError:
+    """The config's schema violation as one line: the failing key, its value and the rule (the
+    validator's own report prints the whole failing subschema, at the top level ~1,500 lines)."""
+    import jsonschema
+    import yaml
+
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(config))
+    if error is None:  # pragma: no cover  (snakemake's validation failed for another reason)
+        return StudyConfigError("config error: the config does not validate against the schema")
+    key = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+    rule = error.schema.get(error.validator) if isinstance(error.schema, dict) else None
+    rule = "" if isinstance(rule, (dict, list)) and len(str(rule)) > 80 else f" {rule!r}"
+    return StudyConfigError(f"config error: {key or '(the top level)'}: {error.message} (schema rule: {error.validator}{rule})")

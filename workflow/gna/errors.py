@@ -46,3 +46,12 @@ def check_fields(cls, d: dict, what: str | None = None) -> None:
     unknown = sorted(set(d) - names)
     if unknown:
         raise ConfigError(f"unknown {what or cls.__name__} field(s) {unknown}; known: {sorted(names)}")
+
+
+def user_os_error(e: BaseException) -> bool:
+    """An OSError the user's machine or paths cause (full disk, quota, no permission, read-only
+    filesystem, a file where a directory must be): the message is for the user, not a bug report."""
+    import errno
+
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS,
+                                                  errno.ENOTDIR, errno.EISDIR, errno.EEXIST)

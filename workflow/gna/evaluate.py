@@ -8,6 +8,12 @@ Few-shot: ``num_fewshot`` is passed to lm-eval explicitly, 0 unless a task is gi
 number, as the official ``run_eval`` does (left out, lm-eval 0.4 runs gsm8k 5-shot and bbh 3-shot
 with chain of thought). Every result row records it. A metric reported under several filters
 (gsm8k: ``strict-match`` and ``flexible-extract``) gives one row per filter, never one merged key.
+
+lm-eval's defaults are never left to the installed version: ``add_bos_token``,
+``fewshot_as_multiturn``, ``max_length`` and the task definitions are passed (the official code's
+0.4.7 values: :mod:`gna.lm_eval_047`), and every row records what ran: whether requests began with
+a BOS, the effective max length, the multiturn flag, the task definitions and each task's version.
+Log-probs are computed in float32 (``softmax_dtype``), whatever the model's dtype.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ from torch import nn
 
 from .errors import ConfigError
 from .interventions.vocabulary import applied
+from .lm_eval_047 import INSTALLED, check_fewshot, task_config
 
 log = logging.getLogger(__name__)
 class TaskSuite:
@@ -52,32 +59,58 @@ def fewshot_of(task: str, num_fewshot: int | dict | None) -> int:
     return int(num_fewshot or 0)
 
 
-def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, interventions=(),
-             batch_size: int = 32, max_length: int = 2048, limit: int | None = None,
-             chat_tasks: tuple[str, ...] = (), num_fewshot: int | dict | None = 0
-             ) -> dict[str, dict[tuple[str, str], float]]:
-    """``{task: {(metric, filter): value}}`` of ``model`` under ``interventions`` (stderr dropped).
+class Scores(dict):
+    """``{task: {(metric, filter): value}}``, with what produced them: ``versions`` ``{task: version}``
+    (lm-eval's, of the definition that ran) and ``settings`` (the lm-eval settings every row records)."""
 
-    Tasks in ``chat_tasks`` run with the tokenizer's chat template (ARC-C "chat"). Tasks run in
-    groups of equal (chat, few-shot), each group one ``simple_evaluate`` call."""
+    def __init__(self, scores=(), versions=None, settings=None):
+        super().__init__(scores)
+        self.versions, self.settings = dict(versions or {}), dict(settings or {})
+
+
+def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, interventions=(),
+             batch_size: int = 32, max_length: int | None = 2048, limit: int | None = None,
+             chat_tasks: tuple[str, ...] = (), num_fewshot: int | dict | None = 0,
+             add_bos_token: bool | None = None, fewshot_as_multiturn: bool = False,
+             task_definitions: str = INSTALLED) -> Scores:
+    """The :class:`Scores` of ``model`` under ``interventions`` (stderr dropped).
+
+    ``add_bos_token``: ``None`` = the tokenizer's default (lm-eval 0.4.13's), ``False`` = 0.4.7's;
+    ``max_length``: ``None`` = from the model config (n_positions, max_position_embeddings, n_ctx),
+    else the tokenizer's, as lm-eval does. Tasks in ``chat_tasks`` run with the tokenizer's chat
+    template (ARC-C "chat"). Tasks run in groups of equal (chat, few-shot), each group one
+    ``simple_evaluate`` call."""
+    import torch
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
 
-    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=max_length)
+    check_fewshot(tasks, task_definitions, lambda t: fewshot_of(t, num_fewshot))
+    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=max_length,
+              add_bos_token=add_bos_token, softmax_dtype=torch.float32)
+    settings = {"add_bos_token": starts_with_bos(lm, tokenizer), "max_length": int(lm.max_length),
+                "fewshot_as_multiturn": fewshot_as_multiturn, "task_definitions": task_definitions}
     groups: dict[tuple[bool, int], list[str]] = {}
     for t in tasks:
         groups.setdefault((t in chat_tasks, fewshot_of(t, num_fewshot)), []).append(t)
-    out: dict[str, dict[tuple[str, str], float]] = {}
+    out = Scores(settings=settings)
     with applied(model, list(interventions)), _without_environment_report():
         for (chat, shots), names in sorted(groups.items()):
             resolved, manager = suite.resolve(names)
+            resolved = [task_config(t, task_definitions) if isinstance(t, str) else t for t in resolved]
             res = simple_evaluate(model=lm, tasks=resolved, task_manager=manager, limit=limit, bootstrap_iters=0,
                                   log_samples=False, apply_chat_template=chat, num_fewshot=shots,
-                                  verbosity="WARNING")
+                                  fewshot_as_multiturn=fewshot_as_multiturn, verbosity="WARNING")
+            out.versions.update(res.get("versions", {}))
             for task, metrics in res["results"].items():
                 out[task] = {_metric_key(k): float(v) for k, v in metrics.items()
                              if "stderr" not in k and k not in ("alias", "sample_len") and isinstance(v, (int, float))}
     return out
+
+
+def starts_with_bos(lm, tokenizer) -> bool:
+    """Does a request ``lm`` encodes begin with the tokenizer's BOS (what ``add_bos_token`` did)?"""
+    bos = getattr(tokenizer, "bos_token_id", None)
+    return bos is not None and lm.tok_encode("a")[:1] == [bos]
 
 
 @contextmanager
@@ -102,13 +135,16 @@ def _metric_key(key: str) -> tuple[str, str]:
 
 
 def tidy(results: dict[str, dict], num_fewshot: int | dict | None = 0, **fields) -> pd.DataFrame:
-    """Long table: one row per (task, metric, filter), its few-shot count, and the constant ``fields``.
+    """Long table: one row per (task, metric, filter), its few-shot count, and the constant ``fields``;
+    from :class:`Scores`, also each task's version and the lm-eval settings.
 
     A plain ``{metric: value}`` (no filter) reads as filter ``"none"``."""
+    settings, versions = getattr(results, "settings", {}), getattr(results, "versions", None)
     rows = []
     for t, ms in results.items():
+        ran = dict(settings, task_version=str(versions.get(t))) if versions is not None else {}
         for key, v in ms.items():
             metric, filt = key if isinstance(key, tuple) else (key, "none")
             rows.append(dict(fields, task=t, metric=metric, filter=filt, num_fewshot=fewshot_of(t, num_fewshot),
-                             value=v))
+                             **ran, value=v))
     return pd.DataFrame(rows)

@@ -67,6 +67,16 @@ def segment_mmlu_prompt(prompt: str, offsets) -> ChoiceSegments:
     return ChoiceSegments(choices, summaries, letters, final)
 
 
+def prompt_offsets(example: dict, tokenizer) -> tuple[str, list]:
+    """``(context, offset_mapping)`` of an MC example's prompt on the very tokens
+    :func:`gna.probes.scoring.encode` makes: the stripped prompt, BOS as the tokenizer adds it
+    unless the text starts with it."""
+    bos = tokenizer.bos_token or tokenizer.eos_token
+    ctx = example["prompt"].rstrip()
+    enc = tokenizer(ctx, add_special_tokens=not (bos and ctx.startswith(bos)), return_offsets_mapping=True)
+    return ctx, enc["offset_mapping"]
+
+
 def _base(T: int, keep_diagonal: bool) -> torch.Tensor:
     return torch.eye(T) if keep_diagonal else torch.zeros(T, T)
 

@@ -84,6 +84,9 @@ def _start_model_job(snakemake) -> None:
 def job(snakemake):
     """Run a rule's body with stderr, logging and tqdm going to its log file, one torch
     thread per declared thread, and the exception written to the log before it propagates.
+    A failure the user caused (:func:`_caused_by_user`: a bad value, device, model file or probe,
+    a full disk) ends a script job with its one-line message on the terminal and exit status 1;
+    the traceback stays in the log.
 
     In a Snakemake script job the process ends when the block ends (``os._exit(0)`` once the
     log and streams are flushed): the interpreter's teardown of torch, transformers and lm-eval
@@ -99,12 +102,15 @@ def job(snakemake):
     _set_threads(max(1, int(getattr(snakemake, "threads", 1))))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     logging.getLogger("gna").info("rule %s, params %s", snakemake.rule, dict(snakemake.params))
+    user_error = None
     try:
         _start_model_job(snakemake)
         yield logging.getLogger(f"gna.{snakemake.rule}")
-    except BaseException:
+    except BaseException as e:
         logging.getLogger("gna").exception("rule %s failed", snakemake.rule)
-        raise
+        if not (_is_script_job(snakemake) and _caused_by_user(e)):
+            raise
+        user_error = e
     finally:
         loading = sys.modules.get("gna.models.loading")  # imported by model jobs only (torch)
         if loading is not None:
@@ -112,10 +118,33 @@ def job(snakemake):
         sys.stderr = old_stderr
         if log_path:
             stream.close()
+    if user_error is not None:
+        # The one line a user needs on the terminal; the traceback is in the log for a developer.
+        where = f" (traceback in {log_path})" if log_path else ""
+        print(f"Error in rule {snakemake.rule}: {_one_line(user_error)}{where}", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
     if _is_script_job(snakemake):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
+
+def _caused_by_user(e: BaseException) -> bool:
+    """The project's own errors (a bad value, device, model file, probe) and the machine's refusals
+    to write (full disk, no permission): the message says what to fix; a traceback would bury it."""
+    from .errors import GnaError, user_os_error
+
+    return isinstance(e, GnaError) or user_os_error(e)
+
+
+def _one_line(e: BaseException) -> str:
+    from .errors import GnaError
+
+    if isinstance(e, GnaError):
+        return " ".join(str(e).split())
+    return f"cannot write {e.filename or 'an output'}: {e.strerror}"  # an OSError (see _caused_by_user)
 
 
 def per_model(inputs, counts: list[int]) -> list[list[str]]:

@@ -1,6 +1,7 @@
 # Helpers shared by the rules: config validation, model sources, task roles, output lists.
 import os
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from gna import config_checks
@@ -30,7 +31,10 @@ _canonical = _sorted_keys(dict(config))
 config.clear()
 config.update(_canonical)
 # Fills in the schema's defaults (gna.config_schema): below, the rules read those keys directly.
-validate(config, schema="../schemas/config.schema.yaml")
+try:
+    validate(config, schema="../schemas/config.schema.yaml")
+except WorkflowError:  # one line naming the key and the rule, not the failing part of the schema
+    raise config_checks.schema_error(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")) from None
 
 SCAN_MODELS = config["scan"]["models"]
 EXPERIMENTS = config["experiments"]
@@ -218,6 +222,8 @@ def all_targets():
         targets += ["figures/ssm_masking.png", "figures/ssm_masking.md"]
     if "hybrid_attention" in EXPERIMENTS:
         targets += ["figures/hybrid_attention.md"]
+    if "row_sweep" in EXPERIMENTS:
+        targets += ["figures/row_sweep.png", "figures/row_sweep.md"]
     if "layer_swap" in EXPERIMENTS:
         targets += ["figures/layer_swap.png", "figures/layer_swap.md"]
     if "hybrid_distillation" in EXPERIMENTS:

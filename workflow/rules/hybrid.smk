@@ -50,12 +50,15 @@ DISTILL_STAGE = {
             # config without them keeps its params and reruns nothing
             **{key: DISTILL[key] for key in ("micro_batch_size", "vocab_chunk") if DISTILL[key] is not None},
             # mohawk's optimizer and stage-2 settings (gna.hybrid.distillation.stage_options): only when set,
-            # per stage where a list of 3 is given; adapter_init and stage2_trainable matter in stage 2 only
+            # per stage where a list of 3 is given; adapter_init and stage2_trainable matter in stage 2 only,
+            # stage1_trainable in stage 1
             **{key: _distill_at(DISTILL[key], stage) for key in ("weight_decay", "schedule", "grad_clip")
                if DISTILL.get(key) is not None},
             **({"no_decay": DISTILL["no_decay"]} if DISTILL.get("no_decay") else {}),
             **{key: DISTILL[key] for key in ("stage2_trainable", "adapter_init")
-               if stage == 2 and DISTILL.get(key) is not None}}
+               if stage == 2 and DISTILL.get(key) is not None},
+            **({"stage1_trainable": DISTILL["stage1_trainable"]}
+               if stage == 1 and DISTILL.get("stage1_trainable") is not None else {})}
     for stage in (1, 2, 3) if DISTILL
 }
 HYBRID_OUTPUTS = ([f"results/hybrid/{DISTILL['teacher']}/{v}.csv" for v in ["teacher", *DISTILL_VARIANTS]]
@@ -75,6 +78,9 @@ if DISTILL and config["kv_probe"]["seed"] in KV_EVAL_SEEDS:
 DISTILL_RANKING = ("results/scan/{teacher}.ranking.csv" if DISTILL_SEPARATOR == config["kv_probe"]["separator"]
                    else "results/scan_distill/{teacher}.ranking.csv")
 KV_EVAL_PROBES = [probe_path(seed=s, separator=DISTILL_SEPARATOR) for s in KV_EVAL_SEEDS]
+# mohawk's KV-Ret (top-1 over the vocabulary, gna.probes.top1) on its own number of pairs (mohawk: 50)
+KV_TOP1_PROBES = [probe_path(n_pairs=DISTILL.get("kv_top1_pairs"), seed=s, separator=DISTILL_SEPARATOR)
+                  for s in KV_EVAL_SEEDS]
 
 # Paper scale reads web data (fineweb-edu, finemath): rule distill_tokens tokenizes each mix once into
 # results/distill_data/<teacher>/<split>-<digest>/, where the Hub is reachable; every job below reads those
@@ -241,6 +247,7 @@ rule evaluate_hybrid:
         model=lambda wc: (model_input(wc.teacher) if wc.variant == "teacher"
                           else [f"results/hybrid/{wc.teacher}/{wc.variant}/stage3"]),
         probes=KV_EVAL_PROBES,
+        top1_probes=KV_TOP1_PROBES,
         tokens=tokens_of(TOKEN_SETS, "heldout"),
     output:
         "results/hybrid/{teacher}/{variant}.csv",

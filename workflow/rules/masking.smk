@@ -11,9 +11,16 @@
 #                            (k_by_model per model); k = 0 (the unmodified model) is evaluated once
 #   hybrid_attention.modes   last_row: the heads' softmax row at the answer position zeroed (the official
 #                            code; "all" = every head of every invocation); ablate: the heads zeroed whole
+#   row_sweep.models         models whose head sets are row-masked at one named position set of the
+#                            MMLU prompt at a time (gna.experiments.row_sweep): where they aggregate
+#   row_sweep.head_sets      name -> attention | ssm | [[layer, head(, kind)], ...]
+#   row_sweep.position_sets  answer, option_values, option_letters, option_closers, question, all_but_answer
 
 MASKING = experiment_config("ssm_masking")
 HYBRID_ATTENTION = experiment_config("hybrid_attention")
+ROW_SWEEP = experiment_config("row_sweep")
+ROW_SWEEP_OUTPUTS = [f"results/row_sweep/{m}/{h}.csv" for m in experiment_models("row_sweep")
+                     for h in ROW_SWEEP["head_sets"]] if ROW_SWEEP else []
 MASKING_MODES = MASKING["modes"] if MASKING else []
 # lm-eval tasks whose choices have different contexts: no shared prompt to segment and mask.
 PER_CHOICE_CONTEXT = {"micro_knowledge_fill", "winogrande"}
@@ -128,3 +135,45 @@ rule hybrid_attention_table:
         CPU_ENV
     script:
         "../scripts/hybrid_attention_table.py"
+
+
+rule row_sweep:
+    input:
+        model=lambda wc: model_input(wc.model),
+        tasks=expand("results/tasks/{task}.examples.jsonl", task=tasks_of("mmlu")),
+    output:
+        "results/row_sweep/{model}/{head_set}.csv",
+    wildcard_constraints:
+        head_set=r"[A-Za-z0-9_]+",
+    params:
+        spec=lambda wc: model_spec(wc.model),
+        tasks=tasks_of("mmlu"),
+        heads=lambda wc: ROW_SWEEP["head_sets"][wc.head_set],
+        conditions=["none", *ROW_SWEEP.get("position_sets", [])],
+        batch_size=ROW_SWEEP.get("batch_size", EVAL["batch_size"]),
+        fields=lambda wc: result_fields(wc.model, "row_sweep"),
+    threads: THREADS
+    resources:
+        **MODEL_RESOURCES,
+    log:
+        "logs/row_sweep/{model}/{head_set}.log",
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/row_sweep.py"
+
+
+rule row_sweep_figure:
+    input:
+        ROW_SWEEP_OUTPUTS,
+    output:
+        png=report("figures/row_sweep.png", caption="../report/row_sweep.rst", category="Masking"),
+        pdf="figures/row_sweep.pdf",
+        csv="figures/row_sweep.csv",
+        md="figures/row_sweep.md",
+    log:
+        "logs/figures/row_sweep.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/row_sweep_figure.py"

@@ -18,6 +18,7 @@ rule head_scan:
         classify_top=config["scan"]["classify_top"],
         classify_examples=config["scan"]["classify_examples"],
         threshold=config["scan"]["threshold"],
+        probe_check=config["scan"]["probe_check"],
     threads: THREADS
     resources:
         **MODEL_RESOURCES,

@@ -9,7 +9,8 @@ from gna.experiments.run import evaluation_rows
 from gna.io import write_csv
 from gna.models import describe, load_model
 from gna.pipeline import first_input, job
-from gna.probes.kv import lm_eval_task_config
+from gna.probes.kv import lm_eval_task_config, read_jsonl
+from gna.probes.top1 import kv_top1
 
 with job(snakemake) as log:
     p, variant = snakemake.params, snakemake.wildcards.variant
@@ -21,6 +22,14 @@ with job(snakemake) as log:
                            model=(model, tok), suite=TaskSuite(p.micro_data, extra=extra))
     rows["probe_seed"] = rows.task.map({name: s for name, (s, _) in kv.items()}).astype("Int64")
     rows.loc[rows.task.isin(list(kv)), "task"] = "kv_retrieval"
+    # mohawk's KV-Ret beside it (metric "top1": the argmax over the vocabulary; "acc" above: the multiple choice)
+    top1 = []
+    for s, path in zip(p.kv_seeds, snakemake.input.top1_probes):
+        examples = read_jsonl(path)
+        top1.append({**rows.iloc[0].to_dict(), "task": "kv_retrieval", "metric": "top1", "filter": "none",
+                     "task_version": pd.NA, "probe_seed": s, "n_pairs": examples[0]["n_pairs"],
+                     "value": kv_top1(model, tok, examples, p.eval["batch_size"])})
+    rows = pd.concat([rows, pd.DataFrame(top1)], ignore_index=True)
     held = make_stream(p.data, tok, p.micro_data, p.seed, purpose="heldout", shards=first_input(snakemake, "tokens"))
     ppl = heldout_perplexity(model, held, p.heldout_batches)
     rows = pd.concat([rows, pd.DataFrame([{**rows.iloc[0].to_dict(), "task": "heldout", "metric": "perplexity",
@@ -34,5 +43,5 @@ with job(snakemake) as log:
         rows["draw"] = pd.NA if v.draw is None else v.draw
         rows["kept_heads"] = " ".join(f"L{l}H{h}" for l, h in model.config.kept_heads) or "none"
     log.info("%s: held-out perplexity %.3f; %s", variant, ppl,
-             rows[rows.metric.isin(["acc", "perplexity"])][["task", "metric", "value"]].to_string(index=False))
+             rows[rows.metric.isin(["acc", "top1", "perplexity"])][["task", "metric", "value"]].to_string(index=False))
     write_csv(rows, snakemake.output[0])

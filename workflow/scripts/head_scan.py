@@ -3,6 +3,7 @@ from gna.ga_patterns import classify_heads
 from gna.io import write_csv
 from gna.models import load_model
 from gna.pipeline import job, provenance
+from gna.probes.guard import check_probe
 from gna.probes.kv import read_jsonl
 from gna.probes.scoring import encode
 from gna.scan import scan_heads, top_k
@@ -11,8 +12,11 @@ with job(snakemake) as log:
     p = snakemake.params
     model, tok = load_model(p.spec)
     examples = read_jsonl(snakemake.input.probe)
-    ranking = scan_heads(model, encode(examples, tok), batch_size=p.batch_size, max_rows=p.max_rows,
-                         model_name=snakemake.wildcards.model)
+    encoded = encode(examples, tok)
+    checked = check_probe(model, tok, encoded, batch_size=p.batch_size, **p.probe_check,
+                          what=f"the KV probe {snakemake.input.probe} (scan.probe_check)")
+    ranking = scan_heads(model, encoded, batch_size=p.batch_size, max_rows=p.max_rows,
+                         model_name=snakemake.wildcards.model).assign(**checked.columns())
     log.info("baseline accuracy %.3f; top heads:\n%s", ranking.baseline_accuracy[0], ranking.head(10))
     top = top_k(ranking, min(p.classify_top, len(ranking)))
     ga = classify_heads(model, tok, examples[:p.classify_examples], top, threshold=p.threshold)

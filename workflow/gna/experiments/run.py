@@ -24,6 +24,8 @@ def evaluation_rows(spec: dict, tasks: list[str], interventions: list[dict], eva
     results = evaluate(model, tokenizer, tasks, suite or TaskSuite(micro_data), interventions,
                        batch_size=eval_cfg["batch_size"], max_length=eval_cfg["max_length"],
                        limit=eval_cfg["limit"], chat_tasks=tuple(eval_cfg["chat_tasks"]),
-                       num_fewshot=eval_cfg["num_fewshot"])
+                       num_fewshot=eval_cfg["num_fewshot"], add_bos_token=eval_cfg["add_bos_token"],
+                       fewshot_as_multiturn=eval_cfg["fewshot_as_multiturn"],
+                       task_definitions=eval_cfg["task_definitions"])
     return tidy(results, eval_cfg["num_fewshot"], **fields, intervention=label(interventions),
                 config_hash=config_hash([spec, tasks, interventions, eval_cfg]), **provenance())

@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from ..errors import ProbeError
-from ..ga_masks import ga_head_masks, segment_mmlu_prompt, stack_masks
+from ..ga_masks import ga_head_masks, prompt_offsets, segment_mmlu_prompt, stack_masks
 from ..interventions.masked_mixing import masked_mixers
 from ..models import describe
 from ..probes.scoring import batch_choice_logprobs, encode, iter_batches
@@ -100,13 +100,10 @@ def _roles_by_mixer(heads: dict[str, list[list]]) -> dict[tuple[int, str], dict[
 
 def _segments(examples, tokenizer) -> list:
     """Each prompt's choice segments (None where it has none), on the very tokens ``encode`` makes."""
-    bos = tokenizer.bos_token or tokenizer.eos_token
     out = []
     for ex in examples:
-        ctx = ex["prompt"].rstrip()
-        enc = tokenizer(ctx, add_special_tokens=not (bos and ctx.startswith(bos)), return_offsets_mapping=True)
         try:
-            out.append(segment_mmlu_prompt(ctx, enc["offset_mapping"]))
+            out.append(segment_mmlu_prompt(*prompt_offsets(ex, tokenizer)))
         except ProbeError:
             out.append(None)
     return out

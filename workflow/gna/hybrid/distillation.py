@@ -4,7 +4,9 @@ Stages (goombalab/mohawk ``distill/distill_steps/{matrices,hstates,supervised}.p
 
 1. per layer, on the teacher's own layer input ``x_l``: the student mixer's materialised matrix
    against the teacher's attention weights, ``||M_s - A_t||_F`` per (sample, head), mean, summed
-   over layers (``matrices.py``). Only the SSM mixers train.
+   over layers (``matrices.py``). The SSM mixers train (``stage1_trainable="mixers"``, phi-mamba);
+   goombalab/mohawk sets every parameter trainable, so whatever gets a gradient trains: the
+   mixers and each layer's ``input_layernorm``, which the matrix is computed on (``"all"``).
 2. per layer, on ``x_l``: the student layer's output against the teacher layer's output,
    ``||h_s - h_t||_2`` per token, mean, summed over layers (``hstates.py``). The mixers, kept
    attention heads and the adapter train; MLPs and norms (copied from the teacher) stay frozen,
@@ -57,24 +59,25 @@ from .precision import LOW_PRECISION, compute_dtype, master_weights
 PAPER_TOKENS = {1: 3e8, 2: 5e9, 3: 2e10}  # the follow-up's budgets (mohawk configs' n_tokens)
 _TRAINABLE = {1: (r"\.mixer\.",), 2: (r"\.mixer\.", r"\.attn\.", r"\.adapter\."), 3: (r"",)}
 _CKPT = re.compile(r"^step-(\d{8})$")
-STAGE2_TRAINABLE = {"mixers": _TRAINABLE[2], "all": (r"",)}
+STAGE_TRAINABLE = {1: {"mixers": _TRAINABLE[1], "all": (r"",)}, 2: {"mixers": _TRAINABLE[2], "all": (r"",)}}
 SCHEDULES = ("constant", "wsd", "cosine")
 
 
 def stage_trainable(stage: int, which: str | None) -> Callable[[str], bool] | None:
-    """The ``trainable`` override of a stage: ``which`` = ``"mixers"`` (SSM mixers, kept attention heads,
-    adapter: the default) or ``"all"`` (every parameter, goombalab/mohawk's stage 2: its
-    ``configs/Llama/1B/bases/_hstates.yaml`` leaves ``optimize_weights`` black/white lists null, so
-    ``distill/utils.py::setup_gradients`` sets ``requires_grad`` on every parameter; the embedding,
-    final norm and LM head take no part in the per-layer loss, get no gradient and so are not stepped).
-    Only stage 2 has a choice; None: the stage's default set."""
+    """The ``trainable`` override of stage 1 or 2: ``which`` = ``"mixers"`` (the default: stage 1 the
+    SSM mixers; stage 2 the SSM mixers, kept attention heads, adapter) or ``"all"`` (every parameter,
+    goombalab/mohawk's: its ``configs/Llama/1B/bases/_{matrices,hstates}.yaml`` leave
+    ``optimize_weights`` black/white lists null, so ``distill/utils.py::setup_gradients`` sets
+    ``requires_grad`` on every parameter; what takes no part in the stage's per-layer loss, e.g. the
+    embedding, final norm and LM head, gets no gradient and so is not stepped, not even decayed).
+    None: the stage's default set."""
     if which is None:
         return None
-    if which not in STAGE2_TRAINABLE:
-        raise ConfigError(f"stage2_trainable={which!r} is not 'mixers' or 'all'")
-    if stage != 2:
-        raise ConfigError(f"stage2_trainable applies to stage 2, not stage {stage}")
-    pats = [re.compile(p) for p in STAGE2_TRAINABLE[which]]
+    if stage not in STAGE_TRAINABLE:
+        raise ConfigError(f"stage{stage}_trainable: only stages 1 and 2 have a choice, not stage {stage}")
+    if which not in STAGE_TRAINABLE[stage]:
+        raise ConfigError(f"stage{stage}_trainable={which!r} is not 'mixers' or 'all'")
+    pats = [re.compile(p) for p in STAGE_TRAINABLE[stage][which]]
     return lambda name: any(p.search(name) for p in pats)
 
 
@@ -147,13 +150,14 @@ def _param_groups(student: nn.Module, weight_decay: float, no_decay) -> list:
 def stage_options(run: dict, stage: int) -> dict:
     """The keyword arguments of :func:`distill` that a stage's run settings (the workflow's
     ``DISTILL_STAGE[stage]``) set: ``weight_decay``, ``schedule``, ``no_decay``, ``grad_clip``
-    (0: none) and, in stage 2, ``stage2_trainable``. A key absent from ``run`` keeps distill's
-    default (the micro study's settings, unchanged)."""
+    (0: none) and, in stages 1 and 2, ``stage1_trainable`` / ``stage2_trainable``. A key absent
+    from ``run`` keeps distill's default (the micro study's settings, unchanged)."""
     out = {key: run[key] for key in ("weight_decay", "schedule", "no_decay") if run.get(key) is not None}
     if run.get("grad_clip") is not None:
         out["grad_clip"] = float(run["grad_clip"]) or None
-    if run.get("stage2_trainable") is not None and stage == 2:
-        out["trainable"] = stage_trainable(2, run["stage2_trainable"])
+    which = run.get(f"stage{stage}_trainable")
+    if which is not None and stage in STAGE_TRAINABLE:
+        out["trainable"] = stage_trainable(stage, which)
     return out
 
 

@@ -17,22 +17,23 @@ from torch import nn
 from ..errors import InterventionError, LayerIndexError
 from ..models import adapter_for
 
-_LAYER_ATTRS = ("attention_type", "layer_type", "layer_idx", "is_sliding")
+_LAYER_ATTRS = ("attention_type", "layer_type", "layer_idx", "is_sliding", "block_type")
 
 
 class SkipLayer(nn.Module):
     """Identity in place of a decoder layer: returns the hidden states it is given."""
 
-    def __init__(self, replaced: nn.Module | None = None, as_tuple: bool = False):
+    def __init__(self, replaced: nn.Module | None = None, as_tuple: bool | int = False):
         super().__init__()
-        # A model whose loop indexes the layer output ([0]) would take row 0 of a bare tensor.
-        self.as_tuple = as_tuple
+        # A model whose loop indexes the layer output ([0]) would take row 0 of a bare tensor;
+        # one that unpacks it (Bamba: hidden, attention weights) needs as many items (the rest None).
+        self.as_tuple = int(as_tuple)
         for a in _LAYER_ATTRS:  # the model's loop may read these off each layer
             if replaced is not None and hasattr(replaced, a):
                 setattr(self, a, getattr(replaced, a))
 
     def forward(self, hidden_states, *args, **kwargs):
-        return (hidden_states,) if self.as_tuple else hidden_states
+        return (hidden_states,) + (None,) * (self.as_tuple - 1) if self.as_tuple else hidden_states
 
 
 def _skip(model: nn.Module, layer: int) -> SkipLayer:

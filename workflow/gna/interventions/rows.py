@@ -1,4 +1,4 @@
-"""Mask one query row of heads: the answer position can no longer read the context through them.
+"""Mask query rows of heads: at those positions the heads can no longer read the context.
 
 The official Zamba2 experiment (goombalab/Gather-and-Aggregate, models/modeling_zamba2.py, the
 model's ``mask_last_row``) zeroes ``attn_weights[b, :, last_b, :]`` after the softmax, for every
@@ -6,13 +6,17 @@ head of every invocation of the shared attention block, where ``last_b`` is the 
 position of row ``b`` (``(input_ids != 0).sum(1) - 1``: lm-eval pads with zeros on the right).
 A zero softmax row makes that head's output at that position zero and changes nothing else, so
 the same intervention is a hook on the output projection's input: ``x[b, last_b, h, :] = 0``.
-That form works with any attention implementation (sdpa, flash, eager) and with SSM heads too,
-and never touches a weight.
+That form works with any attention implementation (sdpa, flash, eager) and with SSM heads too
+(the row of the head's mixing matrix, D skip included), and never touches a weight.
+
+:func:`mask_head_rows` is the general form (any head set, any positions, given per forward);
+:func:`mask_last_row` the official one; :mod:`gna.experiments.row_sweep` sweeps named position
+sets of a multiple-choice prompt.
 """
 from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import torch
 from torch import nn
@@ -47,51 +51,84 @@ def last_positions(input_ids: torch.Tensor | None, attention_mask: torch.Tensor 
     return torch.where(real, index, torch.zeros_like(index)).amax(dim=1)
 
 
+HEAD_SETS = ("all", "attention", "ssm")
+
+
+def head_set(model: nn.Module, heads: Iterable | str) -> dict:
+    """``{mixer: [head, ...]}`` of ``heads``: ``"all"`` or ``"attention"`` (every attention head of
+    every attention mixer; for Zamba2 every invocation of the shared block, as the official code),
+    ``"ssm"`` (every head of every other mixer), or ``(layer, head[, kind])`` refs."""
+    if not isinstance(heads, str):
+        return _group(model, heads)
+    if heads not in HEAD_SETS:
+        raise InterventionError(f"heads must be one of {HEAD_SETS} or a list of (layer, head[, kind]); got {heads!r}")
+    attention = heads in ("all", "attention")
+    grouped = {m: list(range(m.n_heads)) for m in adapter_for(model).describe().mixers
+               if (m.kind == "attention") == attention}
+    if not grouped:
+        raise InterventionError(f"{type(model).__name__} has no {'attention' if attention else 'SSM'} mixer "
+                                "whose rows could be masked")
+    return grouped
+
+
+@contextmanager
+def mask_head_rows(model: nn.Module, heads: Iterable | str, positions: Callable[[int, int], torch.Tensor]
+                   ) -> Iterator[nn.Module]:
+    """While active, ``heads`` (see :func:`head_set`) output nothing at the positions
+    ``positions(B, T)`` marks: a ``(B, T)`` bool tensor (True = masked) for the current forward's
+    batch of ``B`` rows of ``T`` tokens. Other positions and heads are untouched; hooks only."""
+    grouped = head_set(model, heads)
+    check_hookable(model, list(grouped))
+    with ExitStack() as stack:
+        for mixer, idx in grouped.items():
+            index = torch.tensor(sorted(set(idx)))
+
+            def fn(x, index=index):
+                """x: (B, T, n_heads, head_dim); zero [b, t, index, :] where positions(B, T)[b, t]."""
+                if x.ndim != 4:
+                    raise InterventionError(f"row masking expects (batch, T, heads, dim); got {tuple(x.shape)}")
+                masked = positions(x.shape[0], x.shape[1]).to(x.device)
+                if masked.shape != x.shape[:2]:
+                    raise InterventionError(f"row mask of shape {tuple(masked.shape)} for a (batch, T) of "
+                                            f"{tuple(x.shape[:2])}")
+                drop = torch.zeros(x.shape[:3], dtype=torch.bool, device=x.device)      # (B, T, H)
+                drop[:, :, index.to(x.device)] = masked[:, :, None]
+                return x.masked_fill(drop[..., None], 0)
+            stack.enter_context(rewrite_heads(mixer, fn))
+        yield model
+
+
 @contextmanager
 def mask_last_row(model: nn.Module, heads: Iterable | str = "all", position: str = "last",
                   pad_id: int = 0) -> Iterator[nn.Module]:
     """While active, ``heads`` contribute nothing at each row's answer position.
 
     ``heads``: ``"all"`` (every attention head of every attention mixer; for Zamba2 every
-    invocation of the shared block, as the official code) or ``(layer, head[, kind])`` refs.
-    ``position``: ``"last"``, the last real token (where the next-token answer is read).
-    Earlier positions, other heads and every SSM are untouched; the model is bit-identical
-    afterwards (hooks only).
+    invocation of the shared block, as the official code) or ``(layer, head[, kind])`` refs
+    (:func:`head_set`). ``position``: ``"last"``, the last real token (where the next-token answer
+    is read). Earlier positions, other heads and every SSM are untouched; the model is
+    bit-identical afterwards (hooks only).
     """
     if position not in POSITIONS:
         raise InterventionError(f"position {position!r} is not one of {POSITIONS}")
-    desc = adapter_for(model).describe()
-    if isinstance(heads, str):
-        if heads != "all":
-            raise InterventionError(f"heads must be 'all' or a list of (layer, head[, kind]); got {heads!r}")
-        grouped = {m: list(range(m.n_heads)) for m in desc.mixers if m.kind == "attention"}
-        if not grouped:
-            raise InterventionError(f"{type(model).__name__} has no attention mixer whose last row could be masked")
-    else:
-        grouped = _group(model, heads)
-    check_hookable(model, list(grouped))
+    if isinstance(heads, str) and heads != "all":
+        raise InterventionError(f"heads must be 'all' or a list of (layer, head[, kind]); got {heads!r}")
     inputs: list = []   # (input_ids, attention_mask) of the forward call running now
 
     def capture(module, args, kwargs):
         ids = kwargs.get("input_ids")
         inputs[:] = [ids if ids is not None else (args[0] if args else None), kwargs.get("attention_mask")]
 
+    def last_row(B: int, T: int) -> torch.Tensor:
+        if not inputs:
+            raise InterventionError("mask_last_row: the model's forward was not called with its inputs")
+        last = last_positions(*inputs, pad_id=pad_id, length=T)
+        if last.shape[0] != B:
+            raise InterventionError(f"mask_last_row expects a batch of {last.shape[0]}; got {B}")
+        return torch.arange(T, device=last.device)[None, :] == last[:, None]
+
     with ExitStack() as stack:
         handle = model.register_forward_pre_hook(capture, with_kwargs=True)
         stack.callback(handle.remove)
-        for mixer, idx in grouped.items():
-            index = torch.tensor(sorted(set(idx)))
-
-            def fn(x, index=index):
-                """x: (B, T, n_heads, head_dim); zero [b, last_b, index, :]."""
-                if not inputs:
-                    raise InterventionError("mask_last_row: the model's forward was not called with its inputs")
-                last = last_positions(*inputs, pad_id=pad_id, length=x.shape[1]).to(x.device)
-                if x.ndim != 4 or last.shape[0] != x.shape[0]:
-                    raise InterventionError(f"mask_last_row expects (batch, T, heads, dim) with batch "
-                                            f"{last.shape[0]}; got {tuple(x.shape)}")
-                keep = torch.ones(x.shape[:3], dtype=torch.bool, device=x.device)      # (B, T, H)
-                keep[torch.arange(x.shape[0], device=x.device)[:, None], last[:, None], index[None, :]] = False
-                return x.masked_fill(~keep[..., None], 0)
-            stack.enter_context(rewrite_heads(mixer, fn))
+        stack.enter_context(mask_head_rows(model, heads, last_row))
         yield model

@@ -238,7 +238,7 @@ def eval_tasks(hw: Hardware, info: ModelInfo, tasks, eval_cfg: dict, layers: flo
     """(seconds, peak bytes) of lm-eval ``tasks`` on the model (``layers`` kept), ``repeats`` times;
     ``eval_cfg``: the study's validated ``eval`` settings (every key, the schema's defaults filled in)."""
     B = int(eval_cfg["batch_size"])
-    max_len = int(eval_cfg["max_length"])
+    max_len = eval_cfg["max_length"]   # None: the model's own limit, which no task here reaches
     limit = eval_cfg["limit"]
     r = rate(hw, info)
     secs, peak = 0.0, 0.0
@@ -246,7 +246,7 @@ def eval_tasks(hw: Hardware, info: ModelInfo, tasks, eval_cfg: dict, layers: flo
     for task in tasks:
         t = task_size(task, limit)
         secs += hw.task_setup_s
-        longest = min(t["max_tokens"], max_len)
+        longest = t["max_tokens"] if max_len is None else min(t["max_tokens"], int(max_len))
         if t["output"] == "loglikelihood":
             fwd = t["docs"] * (1 if t.get("shared") else t.get("choices", 1))
             tokens = fwd * (t["ctx_tokens"] + t.get("cont_tokens", 1)) * hw.padding_waste

@@ -205,6 +205,8 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
         return _eval_job(s, s.info(wc["model"]), tasks)
     if rule == "hybrid_attention":
         return _eval_job(s, s.info(wc["model"]), s.tasks("mmlu", "retrieval", "knowledge"))
+    if rule == "row_sweep":  # MMLU once unmasked and once per masked position set
+        return _eval_job(s, s.info(wc["model"]), s.tasks("mmlu"), repeats=1 + len(ex["row_sweep"]["position_sets"]))
     if rule == "ssm_masking":
         m = ex["ssm_masking"]
         tasks = m.get("tasks") or [t for t in s.tasks("mmlu", "knowledge") if t != "winogrande"]
@@ -236,8 +238,9 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
         data = d.get("data") or {}
         held = int(d["heldout_batches"]) * int(data.get("batch_size", 8)) * int(data.get("seq_len", 2048))
         seeds = d["kv_eval_seeds"]
+        top1 = d.get("kv_top1_pairs") or cfg["scan"]["n_pairs"]   # mohawk's top-1 beside the multiple choice
         kv, _ = E.probe_scoring(hw, info, int(cfg["kv_probe"]["n_examples"]),
-                                [int(cfg["scan"]["n_pairs"])] * (3 if seeds is None else max(1, len(seeds))))
+                                [int(cfg["scan"]["n_pairs"]), int(top1)] * (3 if seeds is None else max(1, len(seeds))))
         e.hours += (kv + held * info.flops_per_token(1024) / E.rate(hw, info)) / 3600
         ppl = E.heldout_perplexity(hw, info, int(data.get("batch_size", 8)), int(data.get("seq_len", 2048)))
         e.gpu_gb = max(e.gpu_gb, ppl / GB)

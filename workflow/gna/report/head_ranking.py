@@ -7,6 +7,10 @@ import pandas as pd
 from .common import ROLE_COLOURS, published, save_figure, write_table
 
 
+HEAD_LABELS = ("head labels: L3H2 = layer 3, head 2 (counted from 0); in a hybrid, L3A2 = attention head 2 and "
+               "L3M2 = SSM (Mamba) head 2 of layer 3")
+
+
 def draw(ga_tables: dict[str, pd.DataFrame], top: int = 10):
     """One panel per model: bars of the accuracy drop of its top heads, coloured by role."""
     fig, axes = plt.subplots(1, len(ga_tables), figsize=(4.2 * len(ga_tables), 3.4), squeeze=False)
@@ -20,8 +24,10 @@ def draw(ga_tables: dict[str, pd.DataFrame], top: int = 10):
         ax.set_title(f"{model} (baseline {df.baseline_accuracy.iloc[0]:.2f})", fontsize=9)
         ax.set_ylabel("KV accuracy drop")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in ROLE_COLOURS.values()]
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.legend(handles, ["Gather", "Aggregate", "neither"], loc="lower center", ncol=3, fontsize=8)
+    fig.tight_layout(rect=(0, 0.14, 1, 1))
+    fig.legend(handles, ["Gather", "Aggregate", "neither"], loc="lower center", ncol=3, fontsize=8,
+               bbox_to_anchor=(0.5, 0.04))
+    fig.text(0.5, 0.005, HEAD_LABELS, ha="center", va="bottom", fontsize=7)
     return fig
 
 

@@ -100,7 +100,8 @@ def kv_pairs_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def kv_pairs_figure(table: pd.DataFrame):
-    fig, panels = model_panels(table, "KV retrieval vs number of pairs (Fig. 4); bars: min-max over probe seeds")
+    fig, panels = model_panels(table, "KV retrieval vs number of pairs (Fig. 4); bars: min-max over probe seeds; "
+                                       "L3H2 = layer 3, head 2 (from 0)")
     for model, df, ax in panels:
         for cond, sub in df.groupby("condition", sort=False):
             sub = sub.sort_values("n_pairs")
@@ -110,6 +111,7 @@ def kv_pairs_figure(table: pd.DataFrame):
         pairs = sorted(df.n_pairs.unique())
         ax.plot(pairs, [1 / n for n in pairs], ":", c="gray", label="chance")
         ax.set(title=model, xlabel="pairs in the dictionary", ylabel="accuracy", ylim=(0, 1.02))
+        ax.set_xticks(pairs)  # whole numbers of pairs, not 2.5
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

@@ -45,12 +45,16 @@ def figure(patterns: dict[str, dict], tokens: dict[str, list[str]]):
                 ax.text(0.5, 0.5, f"no {role} head\namong the top heads", ha="center", va="center")
                 ax.set_axis_off()
                 continue
-            ax.imshow(mat.numpy(), cmap="viridis", vmin=0)
+            image = ax.imshow(mat.numpy(), cmap="viridis", vmin=0)
+            weight = "attention weight" if head[2] == "attention" else "|mixing weight|, rows sum to 1"
+            fig.colorbar(image, ax=ax, fraction=0.046, pad=0.02).set_label(weight, fontsize=6)
             toks = [t.replace("\n", "\\n") for t in tokens[model]]
             if len(toks) <= 48:
                 ax.set_xticks(range(len(toks)), toks, rotation=90, fontsize=5)
                 ax.set_yticks(range(len(toks)), toks, fontsize=5)
-            ax.set_title(f"{model}: {role} L{head[0]}H{head[1]} ({head[2]})", fontsize=8)
+            ax.set_xlabel("key (token read from)", fontsize=7)
+            ax.set_ylabel("query (token reading)", fontsize=7)
+            ax.set_title(f"{model}: {role} head, layer {head[0]} head {head[1]} ({head[2]})", fontsize=8)
     fig.tight_layout()
     return fig
 

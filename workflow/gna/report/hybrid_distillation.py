@@ -24,6 +24,22 @@ def _task_score(df: pd.DataFrame, tasks: list[str]) -> tuple[float | None, float
     return score, ppl
 
 
+# The two KV scores of a hybrid: ``kv_retrieval``, mohawk's KV-Ret (row metric "top1": the argmax
+# over the vocabulary, gna.probes.top1), the one the published numbers are; ``kv_mc``, the G&A
+# multiple choice over the dictionary's values (lm-eval "acc", chance 1 / pairs).
+KV_METRICS = {"kv_retrieval": "top1", "kv_mc": "acc"}
+KV_METRIC_NAME = "top-1 over the vocabulary (mohawk)"
+
+
+def _kv_score(sub: pd.DataFrame, metric: str) -> tuple:
+    """(mean, min, max over the probe seeds, number of seeds) of one KV metric, percent."""
+    kv = sub[(sub.task == "kv_retrieval") & (sub.metric == metric)]
+    if kv.empty:
+        return None, None, None, 0
+    seeds = kv.get("probe_seed", pd.Series(0, index=kv.index)).fillna(0)
+    return (*spread(kv.groupby(seeds).value.mean() * 100), int(seeds.nunique()))
+
+
 def hybrid_rows(df: pd.DataFrame, roles: dict[str, list[str]]) -> pd.DataFrame:
     """One row per variant: knowledge tasks one by one and their mean, then the retrieval-heavy
     columns (LAMBADA, MMLU, GSM8K-like, SWDE-like, BBH-like, KV retrieval), perplexities last."""
@@ -43,11 +59,10 @@ def hybrid_rows(df: pd.DataFrame, roles: dict[str, list[str]]) -> pd.DataFrame:
             row[role], ppl = _task_score(sub, ts)
             if ppl is not None:
                 ppls[f"{role}_ppl"] = ppl
-        row["kv_retrieval"] = _task_score(sub, ["kv_retrieval"])[0]
-        kv = sub[(sub.task == "kv_retrieval") & (sub.metric == "acc")]
-        seeds = kv.get("probe_seed", pd.Series(0, index=kv.index)).fillna(0)
-        _, row["kv_retrieval_min"], row["kv_retrieval_max"] = spread(kv.groupby(seeds).value.mean() * 100)
-        row["probe_seeds"] = int(seeds.nunique())
+        for col, metric in KV_METRICS.items():
+            row[col], row[f"{col}_min"], row[f"{col}_max"], seeds = _kv_score(sub, metric)
+        row["kv_metric"] = KV_METRIC_NAME
+        row["probe_seeds"] = seeds
         row.update(ppls)
         row["heldout_ppl"] = _task_score(sub, ["heldout"])[1]
         row["kept_heads"] = first.kept_heads
@@ -59,7 +74,7 @@ def hybrid_rows(df: pd.DataFrame, roles: dict[str, list[str]]) -> pd.DataFrame:
     return out
 
 
-SPREAD_COLUMNS = ("knowledge_avg", "kv_retrieval", "heldout_ppl")
+SPREAD_COLUMNS = ("knowledge_avg", "kv_retrieval", "kv_mc", "heldout_ppl")
 """Columns of the random control's rows that carry a min-max spread over the draws (besides the means)."""
 
 
@@ -101,7 +116,8 @@ def _published_rows(file: str, model: str, columns, match: dict) -> dict | None:
 def with_published(ours: pd.DataFrame, paper_key: str, file: str, state: bool) -> pd.DataFrame:
     """``ours`` with a ``source`` column, and under each row the published one where there is one."""
     cols = [c for c in ours.columns if c not in ("variant", "selection", "k", "state_size", "kept_heads", "draw",
-                                                 "draws", "probe_seeds") and not c.endswith(("_min", "_max"))]
+                                                 "draws", "probe_seeds", "kv_metric", "kv_mc")
+            and not c.endswith(("_min", "_max"))]
     out = []
     for r in ours.to_dict("records"):
         out.append({"source": "ours", **r})
@@ -115,7 +131,8 @@ def with_published(ours: pd.DataFrame, paper_key: str, file: str, state: bool) -
         else:
             pub = _published_rows(file, f"hybrid-{paper_key}", cols, {"attention_heads": r["k"]})
         if pub:
-            out.append({"source": "paper", **{k: r[k] for k in ("variant", "selection", "k", "state_size")}, **pub})
+            out.append({"source": "paper", **{k: r[k] for k in ("variant", "selection", "k", "state_size")}, **pub,
+                        "kv_metric": KV_METRIC_NAME})
     out = pd.DataFrame(out)
     for c in ("k", "state_size", "draw", "draws", "probe_seeds"):
         if c in out:
@@ -159,7 +176,8 @@ def hybrid_figure(table: pd.DataFrame, n_heads: int, paper_key: str):
         axes[1].plot(100 * pub.attention_heads / total, pub.value, "x:", c="k", label=f"published (hybrid-{paper_key})")
     axes[0].set(xlabel="attention heads kept (% of the teacher's)", ylabel="perplexity", yscale="log",
                 title="Perplexity vs kept heads")
-    axes[1].set(xlabel="attention heads kept (% of the teacher's)", ylabel="KV retrieval (%)", ylim=(0, 102),
+    axes[1].set(xlabel="attention heads kept (% of the teacher's)", ylabel="KV-Ret, top-1 over the vocabulary (%)",
+                ylim=(0, 102),
                 title="KV retrieval vs kept heads")
     for ax in axes:
         ax.legend(fontsize=7)
@@ -194,7 +212,10 @@ def make_hybrid(paths, roles, paper_key, state_size, state_k, png, pdf, csv, md,
                 note=f"Students of the teacher with every layer a discrete Mamba-2 mixer (state {state_size}) plus the "
                      "top-k heads of the KV ranking (`ranked`) or k random heads (`random`), distilled by stages 1-3. "
                      "`random` rows: the mean over `draws` students, each with its own draw of heads (`kept_heads`: "
-                     "draw: heads), [min, max] over the draws. KV retrieval: the mean over `probe_seeds` probe sets "
+                     "draw: heads), [min, max] over the draws. KV retrieval, two metrics (`kv_metric` names the first): "
+                     "`kv_retrieval` = mohawk's KV-Ret, the top-1 next token over the whole vocabulary at the answer "
+                     "position (chance ~0; the published numbers are this metric), `kv_mc` = the G&A multiple choice "
+                     "over the dictionary's values (chance 1 / pairs); each the mean over `probe_seeds` probe sets "
                      "(never the ranking's prompts); on ranked and teacher rows [min, max] over those probe sets. "
                      "Knowledge-focused columns first, then retrieval-heavy ones (percent; lm-eval `acc`, or exact "
                      "match / contains for generation tasks), perplexities last (`heldout`: held-out distillation "
@@ -203,6 +224,6 @@ def make_hybrid(paths, roles, paper_key, state_size, state_k, png, pdf, csv, md,
     state = ours[(ours.selection == "ranked") & (ours.k == (state_k if state_k is not None else -1))]
     state = with_published(state.sort_values("state_size"), paper_key, "hybrid_state_size.csv", state=True)
     write_table(state, state_csv, state_md, md_df=hybrid_markdown(state), title=f"Hybrid distillation: SSM state size at k = {state_k} heads",
-                note="Same layout as hybrid_heads. Published (Llama-3.2-1B, 20 heads): KV retrieval 72.6 / 90.0 / "
-                     "99.3 at state 4 / 8 / 64.")
+                note="Same layout as hybrid_heads (`kv_retrieval`: mohawk's top-1 KV-Ret; `kv_mc`: the multiple "
+                     "choice). Published (Llama-3.2-1B, 20 heads): KV-Ret 72.6 / 90.0 / 99.3 at state 4 / 8 / 64.")
     return heads, state

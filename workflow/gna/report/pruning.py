@@ -9,6 +9,7 @@ import json
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 from ..experiments.pruning import metric_by
 from .common import save_figure, write_table
@@ -27,6 +28,7 @@ def gradual_figure(tables: dict[str, pd.DataFrame], minimal: dict[str, int], mml
         ax.plot(metric_by(df, "depth", knowledge), "s-", label="knowledge")
         ax.axvline(minimal[model], ls=":", c="gray", label=f"minimal depth {minimal[model]}")
         ax.set(title=model, xlabel="layers kept", ylabel="accuracy", ylim=(0, 1.02))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole layers, not 1.2
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

@@ -70,6 +70,10 @@ def _arch(model: nn.Module) -> str:
 
 def attach_adapter(model: nn.Module, family: str | None = None, **options) -> Adapter:
     """Pick (or force) the adapter of ``model``, remember it, and return it."""
+    depth = [k for k in ("num_hidden_layers", "n_layer") if getattr(model.config, k, None) == 0]
+    if depth:  # no layers is no architecture's shape: say what is wrong, not "unsupported"
+        raise UnknownArchitectureError(f"{_arch(model)} has {depth[0]} = 0 in its config: a model without layers "
+                                       f"has no token mixers to describe")
     if family is not None:
         forced = adapter_of_family(family)
         if forced.refusal(model):  # a forced family must still fit (Falcon-H1 forced to "attention")
@@ -78,9 +82,15 @@ def attach_adapter(model: nn.Module, family: str | None = None, **options) -> Ad
                 f"supported families: {supported_families()}")
         found = [forced]
     else:
-        found = [a for a in ADAPTERS if a.matches(model)]
+        from ..refused import refusal_of
+
+        # A family refused by name is refused even where the structural fallback would take it (its
+        # layers look like attention, but what they do is not what the adapter would describe).
+        named = refusal_of(getattr(model.config, "model_type", None))
+        found = [] if named else [a for a in ADAPTERS if a.matches(model)]
         if not found:
-            reasons = "".join(f": {r}" for r in {a.refusal(model) for a in ADAPTERS} - {None})
+            reasons = "".join(f": {r}" for r in ([named] if named else []) +
+                              sorted({a.refusal(model) for a in ADAPTERS} - {None}))
             raise UnknownArchitectureError(
                 f"unsupported architecture {_arch(model)}{reasons}; supported families: {supported_families()}")
     adapter = found[0](model, **options)

@@ -14,13 +14,19 @@ matched it first.
 """
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from ..description import Mixer
-from .base import Adapter, n_layers_of, other_token_mixers
+from .base import Adapter, n_layers_of, other_token_mixers, structure_from
 
 if TYPE_CHECKING:
     from torch import nn
+
+
+_LINEAR_ATTENTION = re.compile(r"delta|linear|lightning|retention|gated_?la", re.IGNORECASE)
+"""Class names of token mixers that sit at ``self_attn`` but are recurrences (Kimi-Linear's and
+Bailing-hybrid's delta attention): no attention pattern to read, no softmax heads to describe."""
 
 
 def _layers(model: nn.Module):
@@ -42,9 +48,15 @@ class AttentionAdapter(Adapter):
 
     @classmethod
     def structure(cls, cfg: dict, **options) -> tuple[int, int]:
+        return structure_from(cls.layer_heads(cfg, **options))
+
+    @classmethod
+    def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]]:
         cls.check_options(options)
-        L = n_layers_of(cfg)
-        return L, L * cfg["num_attention_heads"]
+        # Heterogeneous configs (Gemma-4, dots3) override settings per layer: {"05": {"head_dim": 512}}
+        over = {int(k): v for k, v in (cfg.get("per_layer_config") or {}).items()}
+        return [[("attention", over.get(i, {}).get("num_attention_heads", cfg["num_attention_heads"]))]
+                for i in range(n_layers_of(cfg))]
 
     @classmethod
     def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:
@@ -59,6 +71,9 @@ class AttentionAdapter(Adapter):
         for i, layer in enumerate(layers):
             if not hasattr(getattr(layer, "self_attn", None), "o_proj"):
                 return f"layer {i} ({type(layer).__name__}) has no self_attn.o_proj"
+            if _LINEAR_ATTENTION.search(type(layer.self_attn).__name__):
+                return (f"layer {i}'s self_attn is {type(layer.self_attn).__name__}, a linear-attention (recurrent) "
+                        f"mixer, not softmax attention")
             others = other_token_mixers(layer, known=("self_attn",))
             if others:
                 return (f"layer {i} has token mixers besides self_attn that the attention adapter does not "
@@ -83,11 +98,25 @@ class AttentionAdapter(Adapter):
         return self.model.model.layers
 
     def mixers(self) -> list[Mixer]:
-        cfg = self.model.config
-        n_heads = cfg.num_attention_heads
-        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_heads
-        kv_heads = getattr(cfg, "num_key_value_heads", None) or n_heads
-        return [Mixer(layer=i, kind="attention", n_heads=n_heads, head_dim=head_dim,
-                      out_proj=layer.self_attn.o_proj, out_proj_path=f"model.layers.{i}.self_attn.o_proj",
-                      kv_heads=kv_heads, module=layer.self_attn)
-                for i, layer in enumerate(self.layers())]
+        out = []
+        for i, layer in enumerate(self.layers()):
+            cfg = _layer_config(self.model.config, i)
+            n_heads = cfg.num_attention_heads
+            # The projection's input is the heads' outputs side by side: its width / heads is the head
+            # width, also where the value width differs from the query's (DeepSeek's MLA: v_head_dim).
+            o_proj = layer.self_attn.o_proj
+            width = getattr(o_proj, "in_features", None)
+            head_dim = (width // n_heads if width and width % n_heads == 0 else
+                        getattr(cfg, "head_dim", None) or cfg.hidden_size // n_heads)
+            kv_heads = getattr(cfg, "num_key_value_heads", None) or n_heads
+            out.append(Mixer(layer=i, kind="attention", n_heads=n_heads, head_dim=head_dim,
+                             out_proj=layer.self_attn.o_proj, out_proj_path=f"model.layers.{i}.self_attn.o_proj",
+                             kv_heads=kv_heads, module=layer.self_attn))
+        return out
+
+
+def _layer_config(cfg, i: int):
+    """Layer ``i``'s settings: a heterogeneous config's per-layer view (Gemma-4: head_dim varies by
+    layer, and reading it off the global config raises), else the config itself."""
+    view = getattr(cfg, "per_layer_config", None)
+    return view[i] if view is not None else cfg

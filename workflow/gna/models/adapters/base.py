@@ -26,9 +26,10 @@ class Adapter:
     examples: str = ""
     """Human-readable examples of models in the family, for error messages."""
     model_types: tuple[str, ...] = ()
-    layer_returns_tuple: bool = False
+    layer_returns_tuple: bool | int = False
     """True where the model's loop reads ``layer(...)[0]`` (Falcon-H1): a skipped layer must then
-    return ``(hidden,)``, not the bare tensor (see :class:`gna.interventions.SkipLayer`)."""
+    return ``(hidden,)``, not the bare tensor (see :class:`gna.interventions.SkipLayer`); a number
+    where the loop unpacks that many items (Bamba: 2, hidden and attention weights)."""
     fallback: bool = False
     """Matched by structure after every other adapter had its turn (the generic attention decoder)."""
     builds: dict[str, str] = {}
@@ -59,6 +60,24 @@ class Adapter:
         for every family). ``options`` are the adapter's; a bad one raises a ConfigError whose message
         begins with its key in the model entry (``adapter_options.channel_group = ...``)."""
         raise NotImplementedError
+
+    @classmethod
+    def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]] | None:
+        """Per layer, its mixers as ``(kind, n_heads)``, from a config.json alone: what the study's
+        named heads are checked against when the workflow is parsed (None: not known before loading,
+        only the layer range is checked). The sum of heads is :meth:`structure`'s total."""
+        return None
+
+    @classmethod
+    def config_description(cls, cfg: dict, **options) -> ModelDescription | None:
+        """A :class:`ModelDescription` without modules, from :meth:`layer_heads`: its ``head(ref)``
+        resolves and range-checks a head as the loaded model's does."""
+        per_layer = cls.layer_heads(cfg, **options)
+        if per_layer is None:
+            return None
+        mixers = [Mixer(layer=i, kind=kind, n_heads=n, head_dim=0, out_proj=None)
+                  for i, layer in enumerate(per_layer) for kind, n in layer]
+        return ModelDescription(cls.family, len(per_layer), mixers)
 
     # ---------------------------------------------------------------- tiny models of the family
 
@@ -110,6 +129,36 @@ class Adapter:
         return self._description
 
 
+def structure_from(per_layer: list[list[tuple[str, int]]]) -> tuple[int, int]:
+    """``(n_layers, total heads)`` of :meth:`Adapter.layer_heads`' per-layer mixers."""
+    return len(per_layer), sum(n for layer in per_layer for _, n in layer)
+
+
+def interleaved_mixers(layers, cfg, name: str) -> list[Mixer]:
+    """Mixers of a stack whose every layer has exactly one of ``self_attn`` (``o_proj`` input: the
+    attention heads) and ``mamba`` (a transformers Mamba-2 mixer, ``out_proj`` input after the gated
+    norm: its heads), the other None (Granite-4.0-H, Bamba); anything else is refused."""
+    from ...errors import UnknownArchitectureError
+
+    out = []
+    for i, layer in enumerate(layers):
+        attn, mamba = getattr(layer, "self_attn", None), getattr(layer, "mamba", None)
+        others = other_token_mixers(layer, known=("self_attn", "mamba"))
+        if (attn is None) == (mamba is None) or others:
+            raise UnknownArchitectureError(
+                f"{name} layer {i} is neither one self_attn nor one mamba mixer"
+                + (f"; other token mixers: {', '.join(others)}" if others else ""))
+        path = f"model.layers.{i}"
+        if attn is not None:
+            out.append(Mixer(layer=i, kind="attention", n_heads=cfg.num_attention_heads, head_dim=attn.head_dim,
+                             kv_heads=cfg.num_key_value_heads, out_proj=attn.o_proj,
+                             out_proj_path=f"{path}.self_attn.o_proj", module=attn))
+        else:
+            out.append(Mixer(layer=i, kind="mamba2", n_heads=mamba.num_heads, head_dim=mamba.head_dim,
+                             out_proj=mamba.out_proj, out_proj_path=f"{path}.mamba.out_proj", module=mamba))
+    return out
+
+
 def n_layers_of(cfg: dict) -> int | None:
     """A config.json's depth, under the names transformers and the Mamba checkpoints use."""
     return cfg.get("num_hidden_layers") or cfg.get("n_layer")
@@ -117,7 +166,8 @@ def n_layers_of(cfg: dict) -> int | None:
 
 # Class-name fragments of token-mixing modules (attention, SSMs, recurrences, long convolutions).
 # MLPs, MoE blocks, norms, dropouts and activations match none of them.
-_MIXER_NAME = re.compile(r"attention|attn|mamba|mixer|ssm|recurren|rwkv|retention|deltanet|hyena|lightning",
+# "ssm" only where no letter precedes it: GptOssMLP and SeedOssMLP are feed-forward blocks.
+_MIXER_NAME = re.compile(r"attention|attn|mamba|mixer|(?<![a-z])ssm|recurren|rwkv|retention|deltanet|hyena|lightning",
                          re.IGNORECASE)
 
 

@@ -36,6 +36,11 @@ class FalconH1Adapter(Adapter):
         return L, L * (cfg["num_attention_heads"] + cfg["mamba_n_heads"])
 
     @classmethod
+    def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]]:
+        cls.check_options(options)
+        return [[("attention", cfg["num_attention_heads"]), ("mamba2", cfg["mamba_n_heads"])]] * n_layers_of(cfg)
+
+    @classmethod
     def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:
         # attention (GQA) and Mamba-2 (heads of 8) in every layer
         return dict(num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), intermediate_size=2 * hidden,

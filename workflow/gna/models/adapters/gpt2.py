@@ -30,6 +30,11 @@ class GPT2Adapter(Adapter):
         return cfg["n_layer"], cfg["n_layer"] * cfg["n_head"]
 
     @classmethod
+    def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]]:
+        cls.check_options(options)
+        return [[("attention", cfg["n_head"])]] * cfg["n_layer"]
+
+    @classmethod
     def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:
         return dict(num_attention_heads=heads, n_positions=512)
 

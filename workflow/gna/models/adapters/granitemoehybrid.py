@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...errors import UnknownArchitectureError
 from ..description import Mixer
-from .base import Adapter, n_layers_of, other_token_mixers
+from .base import Adapter, interleaved_mixers, n_layers_of
 
 if TYPE_CHECKING:
     from torch import nn
@@ -36,6 +35,14 @@ class GraniteMoeHybridAdapter(Adapter):
         return L, n_attn * cfg["num_attention_heads"] + (L - n_attn) * cfg["mamba_n_heads"]
 
     @classmethod
+    def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]] | None:
+        cls.check_options(options)
+        if not cfg.get("layer_types"):
+            return None
+        return [[("attention", cfg["num_attention_heads"])] if t in cls.ATTENTION_TYPES else
+                [("mamba2", cfg["mamba_n_heads"])] for t in cfg["layer_types"]]
+
+    @classmethod
     def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:
         # Mamba-2 and attention layers alternating, 2 small experts
         return dict(num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), intermediate_size=hidden,
@@ -47,20 +54,4 @@ class GraniteMoeHybridAdapter(Adapter):
         return self.model.model.layers
 
     def mixers(self) -> list[Mixer]:
-        cfg, out = self.model.config, []
-        for i, layer in enumerate(self.layers()):
-            attn, mamba = getattr(layer, "self_attn", None), getattr(layer, "mamba", None)
-            others = other_token_mixers(layer, known=("self_attn", "mamba"))
-            if (attn is None) == (mamba is None) or others:
-                raise UnknownArchitectureError(
-                    f"GraniteMoeHybrid layer {i} is neither one self_attn nor one mamba mixer"
-                    + (f"; other token mixers: {', '.join(others)}" if others else ""))
-            path = f"model.layers.{i}"
-            if attn is not None:
-                out.append(Mixer(layer=i, kind="attention", n_heads=cfg.num_attention_heads, head_dim=attn.head_dim,
-                                 kv_heads=cfg.num_key_value_heads, out_proj=attn.o_proj,
-                                 out_proj_path=f"{path}.self_attn.o_proj", module=attn))
-            else:
-                out.append(Mixer(layer=i, kind="mamba2", n_heads=mamba.num_heads, head_dim=mamba.head_dim,
-                                 out_proj=mamba.out_proj, out_proj_path=f"{path}.mamba.out_proj", module=mamba))
-        return out
+        return interleaved_mixers(self.layers(), self.model.config, "GraniteMoeHybrid")

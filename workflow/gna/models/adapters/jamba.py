@@ -41,6 +41,12 @@ class JambaAdapter(Adapter):
         return L, n_attn * cfg["num_attention_heads"] + (L - n_attn) * mamba_heads
 
     @classmethod
+    def layer_heads(cls, cfg: dict, channel_group: int = 1) -> list[list[tuple[str, int]]]:
+        mamba = channel_heads(cfg["mamba_expand"] * cfg["hidden_size"], channel_group, cls.WIDTH)
+        return [[("attention", cfg["num_attention_heads"])] if i % cfg["attn_layer_period"] == cfg["attn_layer_offset"]
+                else [("mamba1", mamba)] for i in range(n_layers_of(cfg))]
+
+    @classmethod
     def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:
         # odd layers attention, even layers Mamba-1; MoE (2 small experts) on even layers
         return dict(num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), intermediate_size=2 * hidden,

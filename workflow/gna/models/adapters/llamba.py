@@ -44,6 +44,11 @@ class LlambaAdapter(Adapter):
         return cfg["n_layer"], cfg["n_layer"] * cfg["ssm_cfg"]["n_v_heads"]
 
     @classmethod
+    def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]]:
+        cls.check_options(options)
+        return [[("discrete-mamba2", cfg["ssm_cfg"]["n_v_heads"])]] * cfg["n_layer"]
+
+    @classmethod
     def config_class(cls, name: str):
         from ..llamba import LlambaConfig
 

@@ -51,6 +51,10 @@ class Mamba1Adapter(Adapter):
         return L, L * channel_heads(cfg["intermediate_size"], channel_group, cls.WIDTH)
 
     @classmethod
+    def layer_heads(cls, cfg: dict, channel_group: int = 1) -> list[list[tuple[str, int]]]:
+        return [[("mamba1", channel_heads(cfg["intermediate_size"], channel_group, cls.WIDTH))]] * n_layers_of(cfg)
+
+    @classmethod
     def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:
         return dict(state_size=4, expand=2, conv_kernel=4, tie_word_embeddings=False)
 

@@ -27,6 +27,11 @@ class Mamba2Adapter(Adapter):
         return L, L * cfg["num_heads"]
 
     @classmethod
+    def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]]:
+        cls.check_options(options)
+        return [[("mamba2", cfg["num_heads"])]] * n_layers_of(cfg)
+
+    @classmethod
     def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:
         return dict(num_heads=heads * 2, head_dim=hidden * 2 // (heads * 2), state_size=8, expand=2,
                     n_groups=1, chunk_size=16, tie_word_embeddings=False)

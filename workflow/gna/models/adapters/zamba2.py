@@ -29,6 +29,13 @@ class Zamba2Adapter(Adapter):
         return L, L * cfg["n_mamba_heads"] + n_invocations * cfg["num_attention_heads"]
 
     @classmethod
+    def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]]:
+        cls.check_options(options)
+        # a "hybrid" layer invokes the shared attention block, then its own Mamba-2
+        return [([("attention", cfg["num_attention_heads"])] if t == "hybrid" else []) + [("mamba2", cfg["n_mamba_heads"])]
+                for t in cfg["layers_block_type"]]
+
+    @classmethod
     def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:
         blocks = ["mamba", "hybrid"] * max(1, layers // 2) + ["mamba"] * (layers % 2)
         return dict(layers_block_type=blocks, num_attention_heads=heads, num_key_value_heads=heads,

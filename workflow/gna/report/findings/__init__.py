@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..common import write_text
 from .heads import head_keeping, kv_pairs, redundancy, topk
-from .hybrids import distillation, hybrid_attention, layer_swap, ssm_masking
+from .hybrids import distillation, hybrid_attention, layer_swap, row_sweep, ssm_masking
 from .inference_memory import memory
 from .pruning import gradual, individual
 from .verdicts import with_settings
@@ -36,7 +36,8 @@ def make(figures_dir, out_md, settings: dict | None = None, rankings: dict | Non
             + topk(fig, "arc_chat.csv", "ARC-C chat (letter) falls under top-k removal, regular ARC-C holds",
                    ["arc_challenge_chat"], ["arc_challenge"], st)
             + redundancy(fig, rankings=rankings) + memory(fig)
-            + ssm_masking(fig, st) + hybrid_attention(fig, st) + layer_swap(fig) + distillation(fig))
+            + ssm_masking(fig, st) + hybrid_attention(fig, st) + row_sweep(fig, st) + layer_swap(fig)
+            + distillation(fig))
     df = pd.DataFrame(rows, columns=["claim", "model", "verdict", "evidence"])
     lines = ["# Findings: which of the paper's claims this run shows", "",
              "Computed from the tables in this folder by `gna.report.findings`; thresholds are in its source.", ""]

@@ -58,7 +58,68 @@ def hybrid_attention(fig: Path, settings: dict | None = None) -> list[dict]:
         mm, kn = lo.mmlu - hi.mmlu, lo.knowledge - hi.knowledge
         rows.append(dict(claim=claim, model=model, verdict=judge(mm >= 15 and kn < mm / 2, mm > kn),
                          evidence=f"{hi.heads_masked} of the attention heads masked: MMLU {lo.mmlu:.1f} -> "
-                                  f"{hi.mmlu:.1f}, knowledge {lo.knowledge:.1f} -> {hi.knowledge:.1f}"))
+                                  f"{hi.mmlu:.1f}, knowledge {lo.knowledge:.1f} -> {hi.knowledge:.1f}"
+                                  + (_sweep_note(fig, model) if mode == "last_row" else "")))
+    return rows
+
+
+# Where a verdict can be aggregated: the answer position or the options' own positions. The
+# question's tokens are where its content is read: masking them cuts what there is to aggregate.
+AGGREGATION_SITES = ("answer", "option_values", "option_letters", "option_closers")
+
+
+def _aggregation_site(s: pd.DataFrame) -> tuple[str, float, float]:
+    """(site, its MMLU drop, the answer row's drop) of one head set's sweep rows (index: condition)."""
+    drops = s["drop"][[c for c in AGGREGATION_SITES if c in s.index]]
+    return drops.idxmax(), float(drops.max()), float(drops["answer"])
+
+
+def _sweep_note(fig: Path, model: str) -> str:
+    """Where the row-mask sweep places the attention heads' aggregation, for the last-row finding."""
+    t = read_table(fig, "row_sweep.csv")
+    sub = None if t is None else t[(t.model == model) & (t.head_set == "attention")].set_index("condition")
+    if sub is None or "answer" not in sub.index:
+        return ""
+    where, most, last = _aggregation_site(sub)
+    if where == "answer":
+        return f"; the row-mask sweep finds the attention heads aggregating at the answer row (-{last:.1f})"
+    return (f"; the row-mask sweep finds the attention heads aggregating at {where} instead (masking those rows: "
+            f"-{most:.1f} against the answer row's -{last:.1f})")
+
+
+def row_sweep(fig: Path, settings: dict | None = None) -> list[dict]:
+    """Where a head set aggregates (row-mask sweep): of the aggregation sites, the position set whose
+    masking costs MMLU most. Holds where that is the answer position (the paper's reading of section
+    5.3) and it costs 15 points or more; partly where the answer row costs 15 or more but an option
+    set costs more; does not hold otherwise, the evidence naming where the heads aggregate instead.
+    n/a where the unmasked model is near chance on MMLU."""
+    chance = chance_of("mmlu", with_settings(settings)["mmlu_chance"])
+    t = read_table(fig, "row_sweep.csv")
+    if t is None:
+        return []
+    rows = []
+    for (model, head_set), sub in t.groupby(["model", "head_set"], sort=False):
+        s = sub.set_index("condition")
+        claim = f"Section 5.3: the {head_set} heads aggregate at the answer position (row-mask sweep)"
+        if "none" not in s.index or "answer" not in s.index:
+            continue
+        if near_chance(s.loc["none", "mmlu"], chance, 100):
+            rows.append(dict(claim=claim, model=model, verdict="n/a",
+                             evidence=f"the unmasked model is near chance on MMLU ({s.loc['none', 'mmlu']:.1f})"))
+            continue
+        where, most, last = _aggregation_site(s)
+        if most >= 15:
+            verdict = judge(where == "answer" and last >= 15, last >= 15)
+            place = f"they aggregate at {where} (-{most:.1f})" + ("" if where == "answer" else
+                                                                   f"; the answer row costs {last:.1f}")
+        else:
+            verdict = "does not hold"
+            rest = s["drop"].get("all_but_answer")
+            place = ("no aggregation site costs 15 points: the aggregation is spread"
+                     + ("" if rest is None or pd.isna(rest) else f" (all but the answer: -{rest:.1f})"))
+        evidence = (f"MMLU unmasked {s.loc['none', 'mmlu']:.1f}; masked at " + ", ".join(
+            f"{c} {s.loc[c, 'mmlu']:.1f}" for c in s.index if c != "none") + f": {place}")
+        rows.append(dict(claim=claim, model=model, verdict=verdict, evidence=evidence))
     return rows
 
 
@@ -90,6 +151,20 @@ def _kv(r, digits: int = 1) -> str:
     return fmt_spread(r["kv_retrieval"], lo, hi, f".{digits}f")
 
 
+def _kv_named(t: pd.DataFrame) -> str:
+    """Which KV metric ``kv_retrieval`` of a hybrid table is, with the multiple choice beside it."""
+    name = t.kv_metric.dropna().iloc[0] if "kv_metric" in t and t.kv_metric.notna().any() else "multiple choice"
+    return f"KV-Ret, {name}"
+
+
+def _mc(rows: pd.DataFrame, key: str) -> str:
+    """The multiple-choice KV scores of ``rows`` (column kv_mc), labelled by ``key``, where the table has them."""
+    if "kv_mc" not in rows or rows.kv_mc.isna().all():
+        return ""
+    return "; multiple choice over the values " + ", ".join(f"{key}={r[key]:g} {r.kv_mc:.1f}"
+                                                          for _, r in rows.iterrows() if pd.notna(r.kv_mc))
+
+
 def distillation_findings(heads: pd.DataFrame | None, state: pd.DataFrame | None) -> list[dict]:
     """The follow-up's claims on hybrid_heads / hybrid_state_size. KV retrieval is the mean over the
     probe seeds; a random row's over its draws, with [min, max] the spread. The ranked heads beat
@@ -117,8 +192,9 @@ def distillation_findings(heads: pd.DataFrame | None, state: pd.DataFrame | None
                                    "does not (KV 13.2% at k = 0 -> 99% at k > 0)", model=model,
                              verdict=judge(best.kv_retrieval - k0 >= 30 and best.kv_retrieval >= 80 and apart,
                                               best.kv_retrieval - k0 >= 10 and apart),
-                             evidence=f"KV retrieval (mean [min, max] over probe seeds) k=0 {_kv(r0)}; " + ", ".join(
-                                 f"k={int(r.k)} {_kv(r)}" for _, r in more.iterrows())))
+                             evidence=f"{_kv_named(ranked)} (mean [min, max] over probe seeds) k=0 {_kv(r0)}; "
+                                      + ", ".join(f"k={int(r.k)} {_kv(r)}" for _, r in more.iterrows())
+                                      + _mc(ranked, "k")))
             kn = ranked.knowledge_avg.dropna()
             if len(kn) >= 2:
                 span = kn.max() - kn.min()
@@ -141,7 +217,9 @@ def distillation_findings(heads: pd.DataFrame | None, state: pd.DataFrame | None
             mono = all(b >= a - 2 for a, b in zip(kv, kv[1:]))
             rows.append(dict(claim="Follow-up: KV retrieval grows with the SSM state (72.6 / 90.0 / 99.3 at 4 / 8 / 64)",
                              model="hybrid students", verdict=judge(mono and kv[-1] - kv[0] >= 10, mono),
-                             evidence=", ".join(f"state {int(r.state_size)}: {_kv(r)}" for _, r in ours.iterrows())))
+                             evidence=f"{_kv_named(ours)}: " + ", ".join(f"state {int(r.state_size)}: {_kv(r)}"
+                                                                          for _, r in ours.iterrows())
+                                      + _mc(ours, "state_size")))
     return rows
 
 
@@ -162,4 +240,5 @@ def ranked_vs_random(ranked: pd.DataFrame, random_: pd.DataFrame, model: str) ->
                       "draws" if "draws_random" in both and pd.notna(r.draws_random) else "")
                    for r in both.itertuples())
     return [dict(claim="Follow-up: the ranked heads beat the same budget of random heads", model=model,
-                 verdict=judge(ok, mean_diff > 0), evidence=f"KV ranked vs random (mean [min, max]): {ev}")]
+                 verdict=judge(ok, mean_diff > 0),
+                 evidence=f"{_kv_named(ranked)}, ranked vs random (mean [min, max]): {ev}")]
