@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .errors import HeadIndexError
+from .errors import ConfigError, HeadIndexError
 from .interventions import ablate_heads, capture_layer_inputs, head_mask, start_at_layer
 from .models import adapter_for
 from .models.description import Mixer
@@ -63,13 +63,17 @@ def _tally(rows_acc, mixer: Mixer, heads, lp: torch.Tensor, answers: torch.Tenso
 
 @torch.no_grad()
 def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, max_rows: int = 256,
-               kinds=None, layers=None, model_name: str = "", progress: bool = True) -> pd.DataFrame:
+               kinds=None, layers=None, model_name: str = "", progress: bool = True, heads=None) -> pd.DataFrame:
     """Accuracy on ``encoded`` with each head alone ablated, for every head of the chosen mixers.
 
     ``max_rows`` bounds a forward's batch (ablation copies x rows); lower it to save memory.
+    ``heads``: only these ``(layer, head, kind)`` (``atp+exact``'s candidates); default all.
     Returns the ranked tidy table (see ``COLUMNS``).
     """
     mixers = _select(model, kinds, layers)
+    if heads is not None:
+        wanted = {(int(l), str(k), int(h)) for l, h, k in heads}
+        mixers = [m for m in mixers if any((m.layer, m.kind, h) in wanted for h in range(m.n_heads))]
     device = next(model.parameters()).device
     baseline = score(model, encoded, batch_size=batch_size).logprobs
     keep = accepts_logits_to_keep(model)
@@ -86,11 +90,12 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
                                           use_cache=False)[layer]
             for mixer in by_layer[layer]:
                 per = max(1, max_rows // B)
-                for start in range(0, mixer.n_heads, per):
-                    heads = list(range(start, min(start + per, mixer.n_heads)))
-                    A = len(heads)
+                todo = [h for h in range(mixer.n_heads) if heads is None or (mixer.layer, mixer.kind, h) in wanted]
+                for start in range(0, len(todo), per):
+                    chunk = todo[start:start + per]
+                    A = len(chunk)
                     mask = torch.ones(A, B, mixer.n_heads, device=device)
-                    mask[torch.arange(A), :, torch.tensor(heads)] = 0
+                    mask[torch.arange(A), :, torch.tensor(chunk)] = 0
                     kw = dict(input_ids=b.input_ids.repeat(A, 1), attention_mask=b.attention_mask.repeat(A, 1),
                               use_cache=False)
                     if keep:
@@ -99,7 +104,7 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
                             head_mask(model, layer, mask.view(A * B, -1), mixer.kind):
                         logits = model(**kw).logits
                     lp = batch_choice_logprobs(logits.view(A, B, *logits.shape[1:]), b)  # (A, E, C)
-                    _tally(totals, mixer, heads, lp.cpu(), answers.cpu())
+                    _tally(totals, mixer, chunk, lp.cpu(), answers.cpu())
     rows = [dict(layer=l, kind=k, head=h, accuracy=c / len(encoded), answer_logprob=s / len(encoded))
             for (l, k, h), (c, s) in totals.items()]
     return rank_heads(rows, baseline, encoded, model_name)
@@ -131,6 +136,25 @@ def naive_scan_heads(model: nn.Module, encoded: EncodedProbe, kinds=None, layers
                          accuracy=lp.argmax(-1).eq(encoded.answers).double().mean().item(),
                          answer_logprob=lp.gather(1, encoded.answers[:, None]).mean().item()))
     return rank_heads(rows, baseline, encoded, model_name)
+
+
+METHODS = ("exact", "atp", "atp+exact")
+
+
+def scan(model: nn.Module, encoded: EncodedProbe, method: str = "exact", batch_size: int = 32, max_rows: int = 256,
+         kinds=None, layers=None, model_name: str = "", progress: bool = True, **atp) -> tuple[pd.DataFrame, dict]:
+    """``(ranking, guard)`` by ``method``: ``exact`` is :func:`scan_heads` (the paper's ranking);
+    ``atp`` and ``atp+exact`` are :func:`gna.attribution_scan.attribution_ranking`, which takes
+    ``atp`` (candidates, guard_sample, guard_k, atp_score, graddrop, seed)."""
+    if method not in METHODS:
+        raise ConfigError(f"scan.method = {method!r}: expected one of {', '.join(METHODS)}")
+    common = dict(batch_size=batch_size, max_rows=max_rows, kinds=kinds, layers=layers, model_name=model_name,
+                  progress=progress)
+    if method == "exact":
+        return scan_heads(model, encoded, **common), dict(method="exact")
+    from .attribution_scan import attribution_ranking
+
+    return attribution_ranking(model, encoded, method, **atp, **common)
 
 
 def top_k(ranking: pd.DataFrame, k: int, kinds=None) -> list[tuple[int, int, str]]:
