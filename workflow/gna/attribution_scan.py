@@ -105,9 +105,10 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
 
 def guard_summary(guard: dict) -> str:
     """One line for the log and the CLI."""
-    if guard["method"] != "atp+exact":
-        return f"{guard['method']}: {guard.get('n_heads', '?')} heads" + (
-            ", ranked by the AtP estimate only (no exact ablation)" if guard["method"] == "atp" else "")
+    if guard["method"] == "exact":
+        return f"exact: all {guard['n_heads']} heads ablated"
+    if guard["method"] == "atp":
+        return f"atp: {guard['n_heads']} heads ranked by the attribution estimate only (no ablation)"
     kth = guard["kth_candidate"]
     return (f"atp+exact: {guard['candidates']} candidates + {guard['sampled']} sampled of {guard['n_heads']} heads "
             f"ablated exactly; {guard['sample_beats_kth']} sampled heads beat candidate #{guard['guard_k']}"

@@ -145,13 +145,14 @@ def scan(model: nn.Module, encoded: EncodedProbe, method: str = "exact", batch_s
          kinds=None, layers=None, model_name: str = "", progress: bool = True, **atp) -> tuple[pd.DataFrame, dict]:
     """``(ranking, guard)`` by ``method``: ``exact`` is :func:`scan_heads` (the paper's ranking);
     ``atp`` and ``atp+exact`` are :func:`gna.attribution_scan.attribution_ranking`, which takes
-    ``atp`` (candidates, guard_sample, guard_k, atp_score, graddrop, seed)."""
+    ``atp`` (candidates, guard_sample, guard_k, atp_score, graddrop, seed; ``exact`` ignores them)."""
     if method not in METHODS:
         raise ConfigError(f"scan.method = {method!r}: expected one of {', '.join(METHODS)}")
     common = dict(batch_size=batch_size, max_rows=max_rows, kinds=kinds, layers=layers, model_name=model_name,
                   progress=progress)
     if method == "exact":
-        return scan_heads(model, encoded, **common), dict(method="exact")
+        ranking = scan_heads(model, encoded, **common)
+        return ranking, dict(method="exact", n_heads=len(ranking))
     from .attribution_scan import attribution_ranking
 
     return attribution_ranking(model, encoded, method, **atp, **common)

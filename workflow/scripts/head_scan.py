@@ -1,18 +1,20 @@
-"""Rank every head by the KV-retrieval drop when it alone is ablated; classify the top ones."""
+"""Rank every head by the KV-retrieval drop when it alone is ablated (scan.method); classify the top ones."""
+from gna.attribution_scan import guard_summary
 from gna.ga_patterns import classify_heads
 from gna.io import write_csv
 from gna.models import load_model
 from gna.pipeline import job
 from gna.probes.kv import read_jsonl
 from gna.probes.scoring import encode
-from gna.scan import scan_heads, top_k
+from gna.scan import scan, top_k
 
 with job(snakemake) as log:
     p = snakemake.params
     model, tok = load_model(p.spec)
     examples = read_jsonl(snakemake.input.probe)
-    ranking = scan_heads(model, encode(examples, tok), batch_size=p.batch_size, max_rows=p.max_rows,
-                         model_name=snakemake.wildcards.model)
+    ranking, guard = scan(model, encode(examples, tok), method=p.method, batch_size=p.batch_size,
+                          max_rows=p.max_rows, model_name=snakemake.wildcards.model, **p.atp)
+    log.info("%s", guard_summary(guard))
     log.info("baseline accuracy %.3f; top heads:\n%s", ranking.baseline_accuracy[0], ranking.head(10))
     top = top_k(ranking, min(p.classify_top, len(ranking)))
     ga = classify_heads(model, tok, examples[:p.classify_examples], top, threshold=p.threshold)
