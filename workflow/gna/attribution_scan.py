@@ -1,7 +1,10 @@
 """The scan methods built on the attribution estimate: ``atp`` and ``atp+exact``.
 
-``atp``: every head ranked by its AtP estimate (:func:`gna.attribution.atp_scan`); no ablation runs.
-``atp+exact``: the top ``candidates`` heads by the estimate are ablated exactly
+``atp``: every head ranked by the magnitude of its AtP estimate (:func:`gna.attribution.atp_scan`); no
+ablation runs. The magnitude, as AtP* ranks: zeroing a head is no small step, and on the trained micro
+models the estimate's sign is wrong for some of the heads that matter most (micro-llama's top head,
+exact drop 0.69, has estimate -3.6: second by magnitude, last but one by sign; README).
+``atp+exact``: the top ``candidates`` heads by that magnitude are ablated exactly
 (:func:`gna.scan.scan_heads` on those heads only), and so is a seeded uniform sample of
 ``guard_sample`` other heads: the false-negative guard. The ranking's verified rows (``exact`` True)
 carry the exact scan's numbers and are ranked as it ranks them; the other heads follow, ranked by
@@ -42,10 +45,16 @@ def _beats(a, b) -> bool:
     return (round(a["drop"], 9), round(a["logprob_drop"], 6)) > (round(b["drop"], 9), round(b["logprob_drop"], 6))
 
 
+def by_magnitude(est: pd.DataFrame) -> pd.DataFrame:
+    """Heads by ``|atp_drop|``, largest first (ties by position)."""
+    return est.assign(_m=est.atp_drop.abs()).sort_values(["_m", "layer", "kind", "head"],
+                                                         ascending=[False, True, True, True]).drop(columns="_m")
+
+
 def _atp_only_rows(est: pd.DataFrame, base_acc: float, encoded: EncodedProbe, model_name: str,
                    start_rank: int) -> pd.DataFrame:
-    """Heads without exact numbers, ranked by the estimate from ``start_rank`` on."""
-    df = est.sort_values(["atp_drop", "layer", "kind", "head"], ascending=[False, True, True, True]).copy()
+    """Heads without exact numbers, ranked by the estimate's magnitude from ``start_rank`` on."""
+    df = by_magnitude(est).copy()
     df["model"], df["baseline_accuracy"], df["n_examples"], df["exact"] = model_name, base_acc, len(encoded), False
     for c in ("accuracy", "drop", "answer_logprob", "logprob_drop"):
         df[c] = float("nan")
@@ -54,7 +63,7 @@ def _atp_only_rows(est: pd.DataFrame, base_acc: float, encoded: EncodedProbe, mo
 
 
 def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, candidates: int = 32,
-                        guard_sample: int = 16, guard_k: int = 10, atp_score: str = "margin",
+                        guard_sample: int = 8, guard_k: int = 10, atp_score: str = "margin",
                         graddrop: bool = False, seed: int = 0, batch_size: int = 32, max_rows: int = 256,
                         kinds=None, layers=None, model_name: str = "", progress: bool = True
                         ) -> tuple[pd.DataFrame, dict]:
@@ -73,7 +82,7 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
         return _atp_only_rows(est, base_acc, encoded, model_name, 1), guard
     if not isinstance(candidates, int) or candidates < 1:
         raise ConfigError(f"scan.candidates = {candidates!r}: must be a positive number of heads")
-    order = est.sort_values(["atp_drop", "layer", "kind", "head"], ascending=[False, True, True, True])
+    order = by_magnitude(est)
     cand = order.head(candidates)
     rest = order.iloc[len(cand):]
     g = torch.Generator().manual_seed(seed)

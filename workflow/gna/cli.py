@@ -187,7 +187,7 @@ def parser() -> argparse.ArgumentParser:
                    "the exact top-5 in order and is ~10x faster at 512 heads (README, benchmarks/atp_validation.py), "
                    "but the default stays the paper's exact (default: %(default)s)")
     g.add_argument("--candidates", type=int, default=32, help="atp+exact: heads ablated exactly (default: %(default)s)")
-    g.add_argument("--guard-sample", type=int, default=16, help="atp+exact: other heads ablated exactly, drawn at "
+    g.add_argument("--guard-sample", type=int, default=8, help="atp+exact: other heads ablated exactly, drawn at "
                    "random (seed --seed), to count false negatives (default: %(default)s)")
     g.add_argument("--guard-k", type=int, default=10, help="atp+exact: the guard counts sampled heads beating the "
                    "k-th candidate (default: %(default)s)")
