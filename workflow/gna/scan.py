@@ -1,9 +1,9 @@
 """The head-ablation scan: ablate each head alone, measure KV retrieval, rank by the drop.
 
 The paper's code reruns the whole model for every head, one forward per answer choice.
-Here, per layer l and batch of prompts: the residual stream entering l is computed once,
-then all of l's single-head ablations run as one batch (copy a of the batch has head a
-zeroed) through layers l..L only; every choice is read off the same forward. Same numbers
+Here, per batch of prompts: the residual stream entering every layer is computed in one
+forward; then per layer l all of l's single-head ablations run as one batch (copy a of the
+batch has head a zeroed) through layers l..L only; every choice is read off the same forward. Same numbers
 as the naive loop (:func:`naive_scan_heads`, kept as the reference), many times faster.
 """
 from __future__ import annotations
@@ -82,12 +82,14 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
     by_layer: dict[int, list[Mixer]] = defaultdict(list)
     for m in mixers:
         by_layer[m.layer].append(m)
-    for layer in tqdm(sorted(by_layer), desc="head scan", unit="layer", disable=not progress):
-        for b in batches:
-            answers = encoded.answers[b.examples.cpu()].to(device)
-            B = b.input_ids.shape[0]
-            hidden = capture_layer_inputs(model, [layer], input_ids=b.input_ids, attention_mask=b.attention_mask,
-                                          use_cache=False)[layer]
+    for b in tqdm(batches, desc="head scan", unit="batch", disable=not progress):
+        answers = encoded.answers[b.examples.cpu()].to(device)
+        B = b.input_ids.shape[0]
+        # every scanned layer's input from one forward (one batch's residuals held, layers x (B, T, d))
+        inputs = capture_layer_inputs(model, sorted(by_layer), input_ids=b.input_ids,
+                                      attention_mask=b.attention_mask, use_cache=False)
+        for layer in sorted(by_layer):
+            hidden = inputs.pop(layer)
             for mixer in by_layer[layer]:
                 per = max(1, max_rows // B)
                 todo = [h for h in range(mixer.n_heads) if heads is None or (mixer.layer, mixer.kind, h) in wanted]

@@ -263,7 +263,7 @@ def head_scan(hw: Hardware, info: ModelInfo, n_examples: int, n_pairs: int, batc
               max_rows: int = 256, classify_top: int = 10, classify_examples: int = 20,
               kinds=None, tokens: int | None = None, method: str = "exact", candidates: int = 32,
               guard_sample: int = 8, graddrop: bool = False) -> tuple[float, float]:
-    """gna.scan.scan_heads: per layer and batch, the residual entering the layer once, then every
+    """gna.scan.scan_heads: per batch, the residual entering every layer from one forward, then every
     head's ablation as rows of ``max_rows``-row forwards through the remaining layers only
     (logits at the answer position only); then the G&A classification of the top heads.
 
@@ -281,7 +281,8 @@ def head_scan(hw: Hardware, info: ModelInfo, n_examples: int, n_pairs: int, batc
             continue
         remaining = info.n_layers - layer
         flops += share * h * n_examples * T * hw.padding_waste * remaining * per_layer
-        flops += n_examples * T * (layer + 1) * per_layer  # the captured residual, per batch
+    if share:
+        flops += n_examples * T * info.flops_per_token(T, logits=False)  # the captured residuals
     flops += n_examples * T * info.flops_per_token(T)  # the baseline
     backward = 2 * (info.n_layers if graddrop else 1)
     if method != "exact":
@@ -291,7 +292,8 @@ def head_scan(hw: Hardware, info: ModelInfo, n_examples: int, n_pairs: int, batc
     secs += classify_top * classify_examples * T * info.flops_per_token(T) / (r * 0.2)
     rows = max(batch_size, (max_rows // batch_size) * batch_size)
     peak = forward_peak_bytes(hw, info, rows, T, logit_positions=1)
-    peak += info.hidden * rows * T * info.dtype_bytes * 2  # the captured residual and its repeat
+    peak += info.hidden * rows * T * info.dtype_bytes  # a layer's captured residual repeated per ablation
+    peak += info.hidden * batch_size * T * info.dtype_bytes * info.n_layers  # every layer's, one batch
     if method != "exact":  # the backward keeps a batch's activations, as training does (no optimizer state)
         peak = max(peak, forward_peak_bytes(hw, info, batch_size, T, logit_positions=1)
                    + hw.train_act_per_layer * batch_size * T * info.hidden * info.n_layers)
