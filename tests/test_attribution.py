@@ -68,11 +68,14 @@ def test_graddrop_is_the_plain_estimate_without_cancellation(tiny_model, probe):
     mixers = describe(model).mixers
     plain = atp_scan(model, probe, mixers, batch_size=4, progress=False)
     gd = atp_scan(model, probe, mixers, batch_size=4, graddrop=True, progress=False)
-    assert (gd.atp_drop >= 0).all()
+    assert (gd.atp_magnitude >= 0).all() and torch.allclose(torch.tensor(gd.atp_drop), torch.tensor(plain.atp_drop))
     # the last layer's heads: blocking layer 0 leaves their gradient as is, blocking layer 1 zeroes it
     last = plain.layer == plain.layer.max()
-    assert torch.allclose(torch.tensor(gd.atp_drop[last].values), torch.tensor(plain.atp_drop[last].abs().values),
-                          rtol=1e-5, atol=1e-9)
+    assert torch.allclose(torch.tensor(gd.atp_magnitude[last].values),
+                          torch.tensor(plain.atp_drop[last].abs().values), rtol=1e-5, atol=1e-9)
+    # without GradDrop the magnitude is the mean of per-example |estimates|: at least |mean|
+    assert (plain.atp_magnitude >= plain.atp_drop.abs() - 1e-12).all()
+    assert (plain.atp_magnitude > plain.atp_drop.abs() + 1e-6).any()
 
 
 @pytest.mark.parametrize("family", ["llama", "zamba2"])
@@ -99,7 +102,7 @@ def test_atp_exact_guard_and_atp_only(tiny_model, probe):
                     progress=False)
     assert again.equals(ranking)  # the sample is seeded
     only, g = scan(model, probe, method="atp", batch_size=4, progress=False)
-    assert not only.exact.any() and only.atp_drop.abs().is_monotonic_decreasing and g["method"] == "atp"
+    assert not only.exact.any() and only.atp_magnitude.is_monotonic_decreasing and g["method"] == "atp"
     with pytest.raises(ConfigError, match="scan.method = 'fast'"):
         scan(model, probe, method="fast")
     with pytest.raises(ConfigError, match="scan.candidates = 0"):

@@ -1,9 +1,9 @@
 """The scan methods built on the attribution estimate: ``atp`` and ``atp+exact``.
 
-``atp``: every head ranked by the magnitude of its AtP estimate (:func:`gna.attribution.atp_scan`); no
-ablation runs. The magnitude, as AtP* ranks: zeroing a head is no small step, and on the trained micro
-models the estimate's sign is wrong for some of the heads that matter most (micro-llama's top head,
-exact drop 0.69, has estimate -3.6: second by magnitude, last but one by sign; README).
+``atp``: every head ranked by the magnitude of its AtP estimate (``atp_magnitude``, the mean of each
+example's |estimate|; :func:`gna.attribution.atp_scan`); no ablation runs. A magnitude, as AtP* ranks:
+zeroing a head is no small step, and on the trained micro models the estimate's sign is wrong for
+some of the heads that matter most (micro-llama's top head, exact drop 0.69, has mean estimate -3.6).
 ``atp+exact``: the top ``candidates`` heads by that magnitude are ablated exactly
 (:func:`gna.scan.scan_heads` on those heads only), and so is a seeded uniform sample of
 ``guard_sample`` other heads: the false-negative guard. The ranking's verified rows (``exact`` True)
@@ -24,7 +24,7 @@ from .errors import ConfigError
 from .probes.scoring import EncodedProbe, score
 from .scan import COLUMNS, _select, rank_heads, scan_heads
 
-EXTRA = ["atp_drop", "exact"]
+EXTRA = ["atp_drop", "atp_magnitude", "exact"]
 KEY = ["layer", "head", "kind"]
 
 
@@ -46,9 +46,8 @@ def _beats(a, b) -> bool:
 
 
 def by_magnitude(est: pd.DataFrame) -> pd.DataFrame:
-    """Heads by ``|atp_drop|``, largest first (ties by position)."""
-    return est.assign(_m=est.atp_drop.abs()).sort_values(["_m", "layer", "kind", "head"],
-                                                         ascending=[False, True, True, True]).drop(columns="_m")
+    """Heads by ``atp_magnitude``, largest first (ties by position)."""
+    return est.sort_values(["atp_magnitude", "layer", "kind", "head"], ascending=[False, True, True, True])
 
 
 def _atp_only_rows(est: pd.DataFrame, base_acc: float, encoded: EncodedProbe, model_name: str,
@@ -62,7 +61,7 @@ def _atp_only_rows(est: pd.DataFrame, base_acc: float, encoded: EncodedProbe, mo
     return df[COLUMNS + EXTRA]
 
 
-def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, candidates: int = 32,
+def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, candidates: int = 16,
                         guard_sample: int = 8, guard_k: int = 10, atp_score: str = "margin",
                         graddrop: bool = False, seed: int = 0, batch_size: int = 32, max_rows: int = 256,
                         kinds=None, layers=None, model_name: str = "", progress: bool = True

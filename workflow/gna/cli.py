@@ -186,7 +186,7 @@ def parser() -> argparse.ArgumentParser:
                    "exactly, the rest ranked below by the estimate. On the shipped micro models atp+exact gives "
                    "the exact top-5 in order and is ~10x faster at 512 heads (README, benchmarks/atp_validation.py), "
                    "but the default stays the paper's exact (default: %(default)s)")
-    g.add_argument("--candidates", type=int, default=32, help="atp+exact: heads ablated exactly (default: %(default)s)")
+    g.add_argument("--candidates", type=int, default=16, help="atp+exact: heads ablated exactly (default: %(default)s)")
     g.add_argument("--guard-sample", type=int, default=8, help="atp+exact: other heads ablated exactly, drawn at "
                    "random (seed --seed), to count false negatives (default: %(default)s)")
     g.add_argument("--guard-k", type=int, default=10, help="atp+exact: the guard counts sampled heads beating the "

@@ -261,7 +261,7 @@ def eval_tasks(hw: Hardware, info: ModelInfo, tasks, eval_cfg: dict, layers: flo
 
 def head_scan(hw: Hardware, info: ModelInfo, n_examples: int, n_pairs: int, batch_size: int = 32,
               max_rows: int = 256, classify_top: int = 10, classify_examples: int = 20,
-              kinds=None, tokens: int | None = None, method: str = "exact", candidates: int = 32,
+              kinds=None, tokens: int | None = None, method: str = "exact", candidates: int = 16,
               guard_sample: int = 8, graddrop: bool = False) -> tuple[float, float]:
     """gna.scan.scan_heads: per batch, the residual entering every layer from one forward, then every
     head's ablation as rows of ``max_rows``-row forwards through the remaining layers only
