@@ -183,9 +183,8 @@ def parser() -> argparse.ArgumentParser:
                    help="exact: ablate every head (the paper's ranking, one partial forward per head); atp: rank by "
                    "the attribution-patching estimate only (one forward + backward per batch; no accuracy "
                    "columns); atp+exact: ablate the estimate's top --candidates heads and --guard-sample others "
-                   "exactly, the rest ranked below by the estimate. On the shipped micro models atp+exact gives "
-                   "the exact top-5 in order and is ~10x faster at 512 heads (README, benchmarks/atp_validation.py), "
-                   "but the default stays the paper's exact (default: %(default)s)")
+                   "exactly, the rest ranked below by the estimate. benchmarks/atp_validation.py measures it against "
+                   "exact (README: 'Attribution patching'); the default stays the paper's exact (default: %(default)s)")
     g.add_argument("--candidates", type=int, default=16, help="atp+exact: heads ablated exactly (default: %(default)s)")
     g.add_argument("--guard-sample", type=int, default=8, help="atp+exact: other heads ablated exactly, drawn at "
                    "random (seed --seed), to count false negatives (default: %(default)s)")
