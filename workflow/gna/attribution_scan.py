@@ -68,7 +68,7 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
                         ) -> tuple[pd.DataFrame, dict]:
     """``(ranking, guard)`` for ``method`` ``atp`` or ``atp+exact`` (see the module docstring).
 
-    ``ranking``: the exact scan's ``COLUMNS`` plus ``atp_drop`` and ``exact``. ``guard``: a dict with
+    ``ranking``: the exact scan's ``COLUMNS`` plus ``EXTRA``. ``guard``: a dict with
     the method, the candidates, the sample, how many sampled heads beat the ``guard_k``-th candidate
     and the bound on the unverified heads that do.
     """
