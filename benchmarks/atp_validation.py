@@ -99,7 +99,8 @@ def main() -> None:
     ap.add_argument("--examples", type=int, default=200, help="prompts of the micro models' probe")
     ap.add_argument("--timing-examples", type=int, default=16, help="prompts of the timing probe")
     ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--hidden", type=int, default=128, help="width of the timing models")
+    ap.add_argument("--hidden", type=int, default=256, help="width of the timing models (at 128, per-call "
+                    "overheads, not FLOPs, dominate a forward)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--skip-micro", action="store_true")
     ap.add_argument("--skip-timing", action="store_true")
