@@ -130,3 +130,32 @@ def test_check_profile_names_a_job_that_does_not_fit():
     bad = "\n".join(check_profile(rows, small))
     assert "head_scan[model=zamba2-7b,scan_dir=scan]" in bad and "> runtime 240 min" in bad
     assert "mem_mb 16000" in bad and "> 24 GB" in bad
+
+
+def test_a_stage_on_more_gpus_takes_less_wall_time_at_the_same_memory_per_gpu():
+    from gna.plan.jobs import Study, _training
+
+    cfg = with_defaults(yaml.safe_load(PAPER.read_text()))
+    s, d = Study(cfg, Hardware()), cfg["experiments"]["hybrid_distillation"]
+    one, node, nodes = (_training(s, "llama-1b", d, 3, 20, 64, w) for w in ((1, 1), (8, 1), (8, 2)))
+    assert (one.gpus, node.gpus, nodes.gpus) == (1, 8, 16)
+    # the same micro-batches per rank: the same activations, plus the flat all-reduce bucket (25M fp32)
+    assert node.gpu_gb - one.gpu_gb == pytest.approx(25 * 2**20 * 4 / 1e9)
+    assert node.host_gb == pytest.approx(8 * one.host_gb)  # every rank of a node loads its own copy
+    # one step's compute divided over the ranks, plus one gradient all-reduce per optimizer step
+    assert one.hours / 8 < node.hours < 1.1 * one.hours / 8
+    assert nodes.hours < node.hours and nodes.hours * 16 > node.hours * 8  # across nodes the all-reduce is slower
+
+
+def test_the_paper_stages_run_on_8_gpus_each_within_one_attempt():
+    _, rows, profile = paper_plan()
+    from gna.plan import limits
+
+    stages = [r for r in rows if r.rule in ("distill_matrices", "distill_stage")]
+    assert {r.gpus for r in stages} == {8}
+    longest = max(stages, key=lambda r: r.hours)
+    assert "stage=3" in longest.wildcards and 30 < longest.hours < 48
+    assert longest.hours * 60 <= limits(profile, "distill_stage")["runtime_min"]
+    by_rule = {d["rule"]: d for d in summary(rows)}
+    assert by_rule["distill_stage"]["gpu_hours"] == pytest.approx(sum(r.hours * 8 for r in stages
+                                                                         if r.rule == "distill_stage"))

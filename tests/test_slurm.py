@@ -5,6 +5,8 @@ scratch folder and stopped by PID by .ci/slurm/stop.sh. Needs root and the Debia
 .ci/slurm/install.sh; CI installs them, elsewhere these tests skip. The profile checks at the
 bottom need no cluster.
 """
+import json
+import math
 import os
 import re
 import shutil
@@ -155,6 +157,47 @@ def test_a_multi_gpu_job_is_launched_once_and_sees_all_its_gpus(cluster, profile
         "    shell: 'echo \"gpus=$CUDA_VISIBLE_DEVICES\" >> {output}; sleep 2'\n")
     on_slurm(tmp_path, snakefile=snakefile, env=cluster, profile=profile)
     assert (tmp_path / "launches.txt").read_text().splitlines() == ["gpus=0,1"]
+
+
+@needs_slurm
+def test_a_distillation_stage_runs_on_two_ranks_in_one_slurm_job(cluster, profile, tmp_path):
+    # The smoke preset's stage 1 on gpus_per_stage: 2: the job asks for 2 (fake) GPUs and one task,
+    # and its script starts 2 torchrun ranks (gloo: the fake GPUs have no CUDA) that split each batch.
+    cfg = yaml.safe_load(SMOKE.read_text())
+    cfg["experiments"]["hybrid_distillation"]["gpus_per_stage"] = 2
+    (tmp_path / "two_ranks.yaml").write_text(yaml.safe_dump(cfg))
+    target = "results/hybrid/llama-tiny/s8/stage1"
+    on_slurm(tmp_path, target, "--configfile", str(tmp_path / "two_ranks.yaml"), "--config", "gpus_per_job=1",
+             env=cluster, profile=profile, timeout=450)  # 2 jobs: the random teacher, then the stage
+    info = json.loads((tmp_path / target / "distill.json").read_text())
+    assert info["ranks"] == 2 and info["steps"] == 2 and all(math.isfinite(x) for x in info["losses"])
+    log = (tmp_path / "logs/hybrid/llama-tiny/s8/stage1.log").read_text()
+    assert "starting 2 ranks" in log and "--nproc-per-node=2" in log
+    assert not (tmp_path / "results/hybrid/llama-tiny/s8/stage1.ckpt").exists()  # removed by rank 0 at the end
+    job = next(j for j in slurm_jobs(cluster) if j.get("WorkDir") == str(tmp_path) and "distill_matrices" in j["Comment"])
+    assert job["JobState"] == "COMPLETED" and job["NumTasks"] == "1" and job.get("TresPerJob") == "gres:gpu:2"
+
+
+@needs_slurm
+def test_ranks_started_by_srun_join_one_process_group(cluster, tmp_path):
+    # The several-node launch (gna.experiments.distill_ranks): srun, one task per rank, the rank from
+    # SLURM_PROCID (gna.hybrid.distributed.process_group); here 2 tasks on the one node, running
+    # tests/test_distributed.py's ranks: their stage-1 weights equal one process', and the rank that
+    # fails at the end fails the step (--kill-on-bad-exit).
+    import torch
+
+    import test_distributed as D
+
+    env = {**cluster, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": f"{ROOT / 'workflow'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    done = subprocess.run(["srun", "--ntasks=2", "--kill-on-bad-exit=1", "-p", "cpu", sys.executable,
+                           str(ROOT / "tests/test_distributed.py"), str(tmp_path)], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=280)
+    assert done.returncode != 0 and "rank 1 fails on purpose" in done.stdout + done.stderr
+    assert (tmp_path / "resumed.json").is_file(), done.stderr[-3000:]
+    torch.set_num_threads(1)
+    one, _ = D.run(D.teacher(), 1, tmp_path / "one")
+    assert D.close(torch.load(tmp_path / "stage1.pt", weights_only=True), one.state_dict(), 1e-6)
 
 
 # --- the profile itself (no cluster needed) --------------------------------------------------

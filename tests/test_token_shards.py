@@ -13,7 +13,8 @@ from gna.config_schema import with_defaults
 from gna.errors import ConfigError
 from gna.experiments import web_stream as W
 from gna.experiments.distill_data import make_stream
-from gna.experiments.token_shards import INDEX, TokenShards, token_sets, tokens_of, write_token_shards
+from gna.experiments.token_sets import token_sets, tokens_of
+from gna.experiments.token_shards import INDEX, TokenShards, write_token_shards
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,6 +13,7 @@
 #   hybrid_distillation.random_seeds      the draws of those random heads (one student per k and draw)
 #   hybrid_distillation.{steps,tokens,lr} per stage [1 matrices, 2 hidden states, 3 logits]
 #   hybrid_distillation.data     {source: micro | web, batch_size, seq_len?, corpus?, sources?}
+#   hybrid_distillation.gpus_per_stage, nodes   ranks of every stage job (data-parallel; 1 x 1: one process)
 #   hybrid_distillation.kv_separator   the follow-up's KV separator (" "), for the teacher's ranking and
 #                                the hybrids' KV score; hybrid_distillation.kv_eval_seeds: that score's probe
 #                                seeds (default kv_probe.seed + 1, 2, 3, never the ranking's); the score is the
@@ -80,6 +81,17 @@ KV_EVAL_PROBES = [probe_path(seed=s, separator=DISTILL_SEPARATOR) for s in KV_EV
 # shards offline and a resumed stage starts at its step (gna.experiments.token_shards). The micro corpus
 # is generated inside the jobs: no token folders.
 TOKEN_SETS = token_sets(config)
+
+# Every stage job runs on gpus_per_stage x nodes ranks (gna.experiments.distill_ranks; the script starts
+# them with torchrun, or srun on several nodes: then one task per GPU). Not params: the number of ranks
+# changes no result (to the rounding of the gradients' sums), and a stage resumes on any number of ranks.
+DISTILL_GPUS, DISTILL_NODES = stage_world(DISTILL)
+if DISTILL:
+    check_split([DISTILL_STAGE[s]["data"].get("batch_size", 16) for s in DISTILL_STAGE], DISTILL_GPUS * DISTILL_NODES)
+DISTILL_GPU = GPUS and DISTILL_GPUS * DISTILL_NODES  # all of the job's GPUs (none in a CPU-only study)
+DISTILL_LAUNCH = ({"nodes": DISTILL_NODES, "mpi": "srun",  # the plugin then runs the job's script on the first node
+                   **({"tasks_per_node": DISTILL_GPUS} if DISTILL_GPUS > 1 else {"tasks": DISTILL_NODES})}
+                  if DISTILL_NODES > 1 else {})
 
 
 rule align_student:
@@ -179,7 +191,8 @@ rule distill_matrices:
         micro_data=MICRO_DATA,
     threads: THREADS
     resources:
-        **MODEL_RESOURCES,
+        gpu=DISTILL_GPU,
+        **DISTILL_LAUNCH,
     log:
         "logs/hybrid/{teacher}/s{state}/stage1.log",
     conda:
@@ -213,7 +226,8 @@ rule distill_stage:
         micro_data=MICRO_DATA,
     threads: THREADS
     resources:
-        **MODEL_RESOURCES,
+        gpu=DISTILL_GPU,
+        **DISTILL_LAUNCH,
     log:
         "logs/hybrid/{teacher}/k{k}-s{state}-{selection}/stage{stage}.log",
     conda:

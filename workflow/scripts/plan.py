@@ -10,4 +10,4 @@ with job(snakemake) as log:
     rows = plan(dict(snakemake.config), jobs, hw)
     write(rows, snakemake.output.md, snakemake.output.csv, profile, hw,
           title=snakemake.config.get("study", ""))
-    log.info("%d jobs, %.0f GPU-hours", len(rows), sum(r.hours for r in rows if r.gpu))
+    log.info("%d jobs, %.0f GPU-hours", len(rows), sum(r.hours * r.gpus for r in rows if r.gpu))

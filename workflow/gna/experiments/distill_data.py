@@ -27,7 +27,7 @@ from ..errors import ConfigError
 from .web_stream import MIXINGS, WEB_SOURCES, WebStream, web_sources  # noqa: F401 (re-exported)
 
 # torch is imported where tensors are made: the workflow reads stage_steps and stage_data when it
-# is parsed (gna.experiments.token_shards.token_sets), and a parse must not pay torch's import.
+# is parsed (gna.experiments.token_sets), and a parse must not pay torch's import.
 MICRO_CORPUS = {"curriculum_steps": 0}  # full difficulty from the first step: the teacher is trained
 
 

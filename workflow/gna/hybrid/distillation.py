@@ -25,6 +25,11 @@ with the same weights, bit for bit on the CPU, as an uninterrupted run: the data
 replayed from the right step and all training state (weights, AdamW moments and step counts,
 scheduler, torch RNG) is restored exactly. A checkpoint written with other hyperparameters is
 refused rather than mixed in. ``seed`` seeds torch at a fresh start; the data order is the caller's.
+
+Inside a torch.distributed process group the same loop is one data-parallel rank
+(:mod:`gna.hybrid.distributed`): it reads its rows of every batch, the losses' denominators are the
+whole batch's, the gradients are summed over the ranks before clipping, and rank 0 alone writes
+the checkpoints; a checkpoint resumes on any number of ranks.
 """
 from __future__ import annotations
 
@@ -44,6 +49,7 @@ from ..errors import ConfigError
 from ..io import atomic_path
 from ..mixing import eager_attention
 from ..models import adapter_for
+from .distributed import current
 
 PAPER_TOKENS = {1: 3e8, 2: 5e9, 3: 2e10}  # the follow-up's budgets (mohawk configs' n_tokens)
 _TRAINABLE = {1: (r"\.mixer\.",), 2: (r"\.mixer\.", r"\.attn\.", r"\.adapter\."), 3: (r"",)}
@@ -206,13 +212,14 @@ def _real_tokens(ids: torch.Tensor, am: torch.Tensor | None) -> torch.Tensor:
 # Each stage's loss is a mean over the *effective* batch ids (B, T). With micro-batches, every
 # micro-batch backpropagates its share of that mean (its sum over the same denominator), so the
 # accumulated gradients are those of the whole batch; with one micro-batch the arithmetic is the
-# unchunked one, operation for operation.
+# unchunked one, operation for operation. On several ranks ids is this rank's part of the batch and
+# ``whole`` = (rows, real tokens) of the whole batch gives the denominators (gna.hybrid.distributed).
 
-def _stage1(teacher, student, ids, am, micro_batch_size=None, vocab_chunk=None) -> torch.Tensor:
+def _stage1(teacher, student, ids, am, micro_batch_size=None, vocab_chunk=None, whole=None) -> torch.Tensor:
     layers = student.backbone.layers
     total = 0.0
     for mids, mam in _micro_batches(ids, am, micro_batch_size):
-        share = mids.shape[0] / ids.shape[0]  # of the mean over (sample, head) of the effective batch
+        share = mids.shape[0] / (ids.shape[0] if whole is None else whole[0])  # of the effective batch's mean
         valid = 1.0 if mam is None else (mam[:, None, :, None] * mam[:, None, None, :]).float()
 
         def align(i, x, A):  # A: teacher layer i's attention (b, H, T, T), freed after this
@@ -231,9 +238,9 @@ def _stage1(teacher, student, ids, am, micro_batch_size=None, vocab_chunk=None) 
     return torch.tensor(total / len(layers))
 
 
-def _stage2(teacher, student, ids, am, micro_batch_size=None, vocab_chunk=None) -> torch.Tensor:
+def _stage2(teacher, student, ids, am, micro_batch_size=None, vocab_chunk=None, whole=None) -> torch.Tensor:
     layers = student.backbone.layers
-    denominator = _real_tokens(ids, am)
+    denominator = _real_tokens(ids, am) if whole is None else whole[1]
     total = 0.0
     for mids, mam in _micro_batches(ids, am, micro_batch_size):
         w = torch.ones_like(mids, dtype=torch.float32) if mam is None else mam.float()
@@ -290,8 +297,8 @@ def _stage3_chunked(teacher, student, ids, am, denominator, chunk: int) -> torch
     return total
 
 
-def _stage3(teacher, student, ids, am, micro_batch_size=None, vocab_chunk=None) -> torch.Tensor:
-    denominator = _real_tokens(ids, am)
+def _stage3(teacher, student, ids, am, micro_batch_size=None, vocab_chunk=None, whole=None) -> torch.Tensor:
+    denominator = _real_tokens(ids, am) if whole is None else whole[1]
     total = None
     for mids, mam in _micro_batches(ids, am, micro_batch_size):
         if vocab_chunk:
@@ -424,10 +431,12 @@ def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tok
     def budget_left() -> bool:
         return state["step"] < steps and (max_tokens is None or state["tokens"] < max_tokens)
 
+    world = current()  # one rank, or this rank of a data-parallel stage: rank 0 writes
     state = dict(fingerprint=fingerprint, step=0, tokens=0, losses=[], done=False, resumed_from=0)
     found = _checkpoints(out_dir) if out_dir.is_dir() else []
-    for stale in out_dir.glob(".step-*.tmp"):  # a save killed mid-write (never a checkpoint)
-        shutil.rmtree(stale, ignore_errors=True)
+    with world.main_only() as main:
+        for stale in out_dir.glob(".step-*.tmp") if main else ():  # a save killed mid-write (never a checkpoint)
+            shutil.rmtree(stale, ignore_errors=True)
     if found and resume:
         state = _load(found[-1][1], student, opt, sched)
         if state["fingerprint"] != fingerprint:
@@ -436,10 +445,13 @@ def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tok
         state["resumed_from"] = state["step"]
         state["done"] = not budget_left()  # a finished run asked for more steps goes on
     else:
-        for _, old in found:
-            shutil.rmtree(old)
+        with world.main_only() as main:
+            for _, old in found if main else ():
+                shutil.rmtree(old)
         torch.manual_seed(seed)
+    world.broadcast(student)
 
+    data_iter = world.shard(data_iter)  # this rank's rows of each batch
     batches = None if callable(data_iter) else iter(data_iter)
     if batches is not None:  # replay the stream up to where the checkpoint stopped
         for _ in range(state["step"]):
@@ -451,19 +463,23 @@ def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tok
         except StopIteration:
             break
         ids, am = _batch(batch, next(student.parameters()).device)
+        whole = world.batch_size(ids, am)
         opt.zero_grad(set_to_none=True)
-        loss = _STEP[stage](teacher, student, ids, am, **memory)
+        loss = _STEP[stage](teacher, student, ids, am, whole=whole, **memory)
+        world.reduce_gradients(params)
         if grad_clip:
             torch.nn.utils.clip_grad_norm_(params, grad_clip)
         opt.step()
         sched.step()
         state["step"] += 1
-        state["tokens"] += int(ids.numel() if am is None else am.sum())
-        state["losses"].append(float(loss))
+        state["tokens"] += int(whole[1])
+        state["losses"].append(world.sum(float(loss))[0])
         if state["step"] % save_every == 0 or not budget_left():
             state["done"] = not budget_left()
-            _save(out_dir, state["step"], student, opt, sched, state, keep)
+            if world.main:
+                _save(out_dir, state["step"], student, opt, sched, state, keep)
     if not state["done"]:  # the data ran out: the run is over all the same
         state["done"] = True
-        _save(out_dir, state["step"], student, opt, sched, state, keep)
+        if world.main:
+            _save(out_dir, state["step"], student, opt, sched, state, keep)
     return state

@@ -6,20 +6,30 @@ selection of a state size. Stage 2 builds the student with its kept heads (top-k
 ranking, or k random heads drawn with the variant's seed) around the stage-1 mixers; stage 3
 continues stage 2. Resumable: checkpoints go to ``ckpt`` (not an output); the output appears
 complete or not at all.
+
+On several ranks (``hybrid_distillation.gpus_per_stage`` x ``nodes``: :func:`stage_on_ranks`) every
+rank runs :func:`distill_stage_job` on its rows of each batch (gna.hybrid.distributed); rank 0
+alone prepares the checkpoint folder and writes the output. ``python -m gna.hybrid.stage_job
+ARGS.json`` is one rank (what torchrun / srun start).
 """
 from __future__ import annotations
 
+import json
 import logging
+import os
 import shutil
+import sys
 import time
 
 from ..experiments.distill_data import checkpoint_dir, input_stamp, make_stream, seq_len_of, stage_data, stage_steps
+from ..experiments.distill_ranks import run_ranks
 from ..io import atomic_path, write_json
 from ..models import describe, load_model
 from .distillation import distill, stage_options
+from .distributed import current, process_group
 from .student import build_student, heads_from_ranking, random_heads
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("gna.hybrid.stage_job")  # also when run as __main__ (a rank)
 
 
 def stage_student(teacher, run: dict, state: int, k: int, selection: str, spec: dict,
@@ -59,23 +69,29 @@ def distill_stage_job(spec: dict, run: dict, state: int, k: int, selection: str,
                       tokens: str | None = None, save_every: int = 50) -> dict:
     """Run stage ``run["stage"]`` (a ``DISTILL_STAGE`` entry of the workflow) and write the student to
     ``out``; ``tokens``: the prepared web tokens (rule distill_tokens), None for micro data."""
-    stage, seed = run["stage"], int(run["seed"])
+    stage, seed, world = run["stage"], int(run["seed"]), current()
+    data_cfg = stage_data(run["data"], stage)  # the rule passes this stage's data already; by_stage: see there
+    world.rows(int(data_cfg.get("batch_size", 16)))  # the batch splits over the ranks: checked before any work
     teacher, tok = load_model(spec)
     student, heads = stage_student(teacher, run, state, k, selection, spec, previous, ranking)
     log.info("stage %d (%s): %s student, state %d, kept heads %s", stage, run["name"], selection, state, heads)
-    data_cfg = stage_data(run["data"], stage)  # the rule passes this stage's data already; by_stage: see there
     data = make_stream(data_cfg, tok, micro_data, seed, purpose=f"stage{stage}", shards=tokens)
     steps = stage_steps(run["steps"], run["tokens"], int(data_cfg.get("batch_size", 16)), seq_len_of(data_cfg))
     # the checkpoint folder ignores the budgets and the memory knobs: a job that ran out of memory
     # resumes from its checkpoints with a smaller micro_batch_size / vocab_chunk
     ident = {key: v for key, v in run.items() if key not in ("steps", "tokens", "micro_batch_size", "vocab_chunk")}
-    ckpt = checkpoint_dir(ckpt, {**ident, "teacher": spec, "heads": [list(h) for h in heads], "state": state,
-                                 "selection": selection, "inputs": input_stamp(previous or [], teacher_input)})
+    ident = {**ident, "teacher": spec, "heads": [list(h) for h in heads], "state": state, "selection": selection,
+             "inputs": input_stamp(previous or [], teacher_input)}
+    with world.main_only() as main:
+        if main:
+            checkpoint_dir(ckpt, ident)
     start = time.time()
     result = distill(teacher, student, stage, data, steps, run["lr"], ckpt, resume=True, max_tokens=run["tokens"],
                      seed=seed, save_every=save_every, micro_batch_size=run.get("micro_batch_size"),
                      vocab_chunk=run.get("vocab_chunk"), **stage_options(run, stage))
     losses = result["losses"] or [float("nan")]
+    if not world.main:
+        return result
     log.info("stage %d: %d steps, %d tokens, loss %.4f -> %.4f (resumed from step %d), %.1f s", stage,
              result["step"], result["tokens"], losses[0], losses[-1], result["resumed_from"], time.time() - start)
     with atomic_path(out, directory=True) as tmp:
@@ -83,7 +99,30 @@ def distill_stage_job(spec: dict, run: dict, state: int, k: int, selection: str,
         tok.save_pretrained(tmp)
         write_json({"stage": stage, "name": run["name"], "steps": result["step"], "tokens": result["tokens"],
                     "losses": result["losses"], "resumed_from": result["resumed_from"], "kept_heads": heads,
-                    "selection": selection, "state_size": state, "k": k, "lr": run["lr"],
+                    "selection": selection, "state_size": state, "k": k, "lr": run["lr"], "ranks": world.size,
                     "seconds": time.time() - start}, tmp / "distill.json")
     shutil.rmtree(ckpt, ignore_errors=True)  # the output holds the student now
     return result
+
+
+def stage_on_ranks(kwargs: dict, gpus: int = 1, nodes: int = 1, log=None) -> None:
+    """:func:`distill_stage_job` (``kwargs``: its arguments) in this process when ``gpus x nodes`` is
+    1, else on that many ranks (gna.experiments.distill_ranks), waiting for them."""
+    if gpus * nodes == 1:
+        distill_stage_job(**kwargs)
+    else:
+        run_ranks(kwargs, gpus, nodes, log)
+
+
+def main(args_file: str) -> None:
+    """One rank of a stage started by torchrun / srun: :func:`distill_stage_job` in the process group."""
+    kwargs = json.loads(open(args_file).read())
+    with process_group() as world:
+        logging.basicConfig(stream=sys.stderr, level=logging.INFO if world.main else logging.WARNING, force=True,
+                            format=f"%(asctime)s rank{world.rank} %(name)s %(levelname)s %(message)s")
+        log.info("rank %d of %d (pid %d)", world.rank, world.size, os.getpid())
+        distill_stage_job(**kwargs)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -67,6 +67,11 @@ class Hardware:
     """Host memory besides the weights: Python, torch, lm-eval datasets, tokenizers."""
     host_weight_factor: float = 1.2
     """Host copies of the weights while loading on the CPU first (1.2 x their bf16 bytes)."""
+    allreduce_gbs: float = 150.0
+    """Achieved NCCL all-reduce bus bandwidth among the GPUs of one node, GB/s (NVLink; nccl-tests
+    measure ~360 on 8 H100 SXM at large sizes: a conservative share of it)."""
+    internode_gbs: float = 20.0
+    """The same across nodes (one 200 Gb/s InfiniBand link per node: 25 GB/s)."""
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "Hardware":
@@ -199,6 +204,8 @@ class Estimate:
     gpu: bool = True
     resumable: bool = False
     notes: list = field(default_factory=list)
+    gpus: int = 1
+    """GPUs of the job (``hours`` is its wall time on them)."""
 
 
 def rate(hw: Hardware, info: ModelInfo, training: bool = False) -> float:
@@ -346,6 +353,15 @@ def training_step(hw: Hardware, student: ModelInfo, teacher: ModelInfo, micro_ba
         extra = 3 * min(vocab_chunk, tok) * student.vocab * 4  # student, teacher logits, grad (fp32)
     teacher_act = hw.act_factor * tok * teacher.widest() * teacher.dtype_bytes
     return flops, weights + acts + ssd + extra + teacher_act + hw.gpu_overhead_gb * GB
+
+
+def allreduce_seconds(hw: Hardware, nbytes: float, gpus: int, nodes: int) -> float:
+    """One ring all-reduce of ``nbytes`` among ``gpus`` x ``nodes`` ranks: each rank sends and
+    receives 2 (W - 1) / W of it, at the slowest link's bandwidth."""
+    world = gpus * nodes
+    if world == 1:
+        return 0.0
+    return 2 * (world - 1) / world * nbytes / ((hw.allreduce_gbs if nodes == 1 else hw.internode_gbs) * GB)
 
 
 def host_gb(hw: Hardware, *infos: ModelInfo) -> float:

@@ -15,12 +15,15 @@ from pathlib import Path
 import yaml
 
 from ..architectures import config_of
+from ..experiments.distill_data import stage_data
+from ..experiments.distill_ranks import stage_world
 from ..experiments.distill_variants import parse_variant
 from . import estimate as E
 from .estimate import GB, Estimate, Hardware
 
 ROOT = Path(__file__).resolve().parents[3]
 RESUMABLE = {"align_student", "distill_matrices", "distill_stage"}
+BUCKET_ELEMENTS = 25 * 2**20  # gna.hybrid.distributed.BUCKET_ELEMENTS (not imported: that module needs torch)
 """Rules that checkpoint and resume: a job killed at its time limit continues on its next attempt."""
 
 
@@ -127,13 +130,17 @@ def _eval_job(s: Study, info, tasks, layers=None, repeats=1, extra_models=()) ->
 
 def _distill_stage(s: Study, teacher: str, stage: int, k: int, state: int) -> Estimate:
     d = s.exps["hybrid_distillation"]
-    return _training(s, teacher, d, stage, k, state)
+    return _training(s, teacher, d, stage, k, state, stage_world(d))
 
 
-def _training(s: Study, teacher: str, d: dict, stage: int, k: int, state: int) -> Estimate:
+def _training(s: Study, teacher: str, d: dict, stage: int, k: int, state: int, world=(1, 1)) -> Estimate:
+    """A distillation stage on ``world`` = (GPUs per node, nodes) data-parallel ranks
+    (gna.hybrid.distributed): each rank holds the whole student, teacher and AdamW state and goes
+    through its share of every batch in micro-batches; once per optimizer step the ranks all-reduce
+    the student's fp32 gradients. Memory is per rank; ``hours`` the job's wall time, ``gpus`` its GPUs."""
     t = s.info(teacher)
     st = E.student_info(t, k, state)
-    data = d.get("data") or {}
+    data = stage_data(d.get("data"), stage)  # the stage's batch (by_stage: mohawk's 64 in stage 1, 128 after)
     batch = int(data.get("batch_size", 8))
     seq = int(data.get("seq_len", 2048 if data.get("source") == "web" else 128))
     # the paper-scale defaults assumed where the config leaves them out (issue 13: micro-batches of 4
@@ -143,16 +150,21 @@ def _training(s: Study, teacher: str, d: dict, stage: int, k: int, state: int) -
     tokens = float(steps) * batch * seq if steps else float((d.get("tokens") or [0] * 3)[stage - 1] or 0)
     flops, peak = E.training_step(s.hw, st, t, mb, seq, stage, int(d.get("vocab_chunk") or 4096),
                                   int(d["chunk_size"]))
-    secs = tokens * flops / E.rate(s.hw, st, training=True)
-    host = E.host_gb(s.hw, t) + 4.0  # + the data stream's buffers
+    gpus, nodes = world
+    steps_run = tokens / (batch * seq)
+    secs = tokens * flops / E.rate(s.hw, st, training=True) / (gpus * nodes)
+    secs += steps_run * E.allreduce_seconds(s.hw, st.params * 4, gpus, nodes)
+    if gpus * nodes > 1:
+        peak += min(st.params, BUCKET_ELEMENTS) * 4  # the flat all-reduce bucket
+    host = (E.host_gb(s.hw, t) + 4.0) * gpus  # + the data stream's buffers; every rank of a node loads its copy
     return Estimate(gpu_gb=peak / GB, host_gb=host, hours=(secs + E.load_seconds(s.hw, t)) / 3600,
-                    resumable=True)
+                    resumable=True, gpus=gpus * nodes)
 
 
 def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
     hw, ex, cfg = s.hw, s.exps, s.config
     if rule == "distill_tokens":  # CPU: stream, tokenize and pack the web data once
-        from ..experiments.token_shards import token_sets
+        from ..experiments.token_sets import token_sets
 
         entry = token_sets(cfg)[f"results/distill_data/{wc['teacher']}/{wc['name']}"]
         tokens = entry["rows"] * entry["data"]["seq_len"]
@@ -245,6 +257,7 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
 
 @dataclass
 class Row:
+    """One job: ``gpu_gb`` per GPU, ``hours`` of wall time on its ``gpus`` GPUs (GPU-hours: the product)."""
     rule: str
     wildcards: str
     gpu: bool
@@ -252,6 +265,7 @@ class Row:
     host_gb: float
     hours: float
     resumable: bool
+    gpus: int = 1
 
 
 def plan(config: dict, jobs: list[tuple[str, dict]], hw: Hardware | None = None,
@@ -263,7 +277,7 @@ def plan(config: dict, jobs: list[tuple[str, dict]], hw: Hardware | None = None,
     for rule, wc in jobs:
         e = estimate_job(s, rule, wc, rule in gpus)
         rows.append(Row(rule, ",".join(f"{k}={v}" for k, v in sorted(wc.items())), e.gpu, round(e.gpu_gb, 2),
-                        round(e.host_gb, 2), e.hours, e.resumable or rule in RESUMABLE))
+                        round(e.host_gb, 2), e.hours, e.resumable or rule in RESUMABLE, e.gpus if e.gpu else 0))
     return rows
 
 
@@ -273,7 +287,8 @@ def summary(rows: list[Row]) -> list[dict]:
         by.setdefault(r.rule, []).append(r)
     out = [{"rule": rule, "jobs": len(rs), "gpu": rs[0].gpu, "peak_gpu_gb": max(r.gpu_gb for r in rs),
             "host_gb": max(r.host_gb for r in rs), "max_job_hours": max(r.hours for r in rs),
-            "gpu_hours": sum(r.hours for r in rs if r.gpu)} for rule, rs in by.items()]
+            "gpus": max(r.gpus for r in rs), "gpu_hours": sum(r.hours * r.gpus for r in rs if r.gpu)}
+           for rule, rs in by.items()]
     return sorted(out, key=lambda d: -d["gpu_hours"])
 
 
@@ -328,16 +343,19 @@ def write(rows: list[Row], md_path, csv_path, profile: dict | None = None, hw: H
     total = sum(d["gpu_hours"] for d in summ)
     lines = [f"# Resource plan{(': ' + title) if title else ''}", "",
              f"{len(rows)} jobs, **{total:,.0f} GPU-hours** in all "
-             f"({sum(r.hours for r in rows if r.gpu and not r.resumable):,.0f} without the distillation stages); "
-             f"estimates for one {hw.gpu_mem_gb:.0f} GB GPU per job (`gna.plan`, constants: "
+             f"({sum(r.hours * r.gpus for r in rows if r.gpu and not r.resumable):,.0f} without the distillation "
+             f"stages); estimates for {hw.gpu_mem_gb:.0f} GB GPUs, one per job, the distillation stages on "
+             f"the configured data-parallel ranks (`gna.plan`, constants: "
              f"{hw.fwd_tflops:.0f} TFLOP/s forward, {hw.train_tflops:.0f} training, "
-             f"{hw.bandwidth_gbs:.0f} GB/s).", "",
-             "| rule | jobs | peak GPU GB | host GB | longest job h | GPU-hours |", "|---|---|---|---|---|---|"]
+             f"{hw.bandwidth_gbs:.0f} GB/s, all-reduce {hw.allreduce_gbs:.0f} GB/s in a node, "
+             f"{hw.internode_gbs:.0f} across nodes). Peak GPU GB is per GPU, host GB per job, hours wall time.", "",
+             "| rule | jobs | GPUs/job | peak GPU GB | host GB | longest job h | GPU-hours |",
+             "|---|---|---|---|---|---|---|"]
     for d in summ:
-        lines.append(f"| {d['rule']} | {d['jobs']} | {d['peak_gpu_gb']:.1f} | {d['host_gb']:.1f} | "
+        lines.append(f"| {d['rule']} | {d['jobs']} | {d['gpus']} | {d['peak_gpu_gb']:.1f} | {d['host_gb']:.1f} | "
                      f"{d['max_job_hours']:.2f} | {d['gpu_hours']:,.1f} |" if d["gpu"] else
-                     f"| {d['rule']} | {d['jobs']} | (CPU) | {d['host_gb']:.1f} | {d['max_job_hours']:.2f} | 0 |")
-    lines.append(f"| **total** | {len(rows)} | | | | **{total:,.0f}** |")
+                     f"| {d['rule']} | {d['jobs']} | 0 | (CPU) | {d['host_gb']:.1f} | {d['max_job_hours']:.2f} | 0 |")
+    lines.append(f"| **total** | {len(rows)} | | | | | **{total:,.0f}** |")
     if profile is not None:
         bad = check_profile(rows, profile)
         lines += ["", "## Against profiles/slurm", ""]

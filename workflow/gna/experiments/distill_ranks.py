@@ -1,0 +1,89 @@
+"""How many ranks a distillation stage runs on, and how they are started. No torch: the workflow
+reads :func:`stage_world` when it is parsed.
+
+``hybrid_distillation.gpus_per_stage`` (G, per node) and ``nodes`` (N) give the stage's world
+size W = G x N (default 1 x 1: one process, as in the micro study). With W > 1 the stage's script
+starts the ranks and waits for them (:func:`run_ranks`):
+
+- one node: ``torchrun --standalone --nproc-per-node G -m gna.hybrid.stage_job <args.json>``,
+  inside the job (Slurm's, or a workstation's GPUs);
+- N > 1 nodes (Slurm only: the rule asks for ``--nodes N --ntasks-per-node G``):
+  ``srun python -m gna.hybrid.stage_job <args.json>``, one task per GPU, with ``MASTER_ADDR`` the
+  job's first node; :func:`gna.hybrid.distributed.process_group` reads srun's ``SLURM_PROCID``.
+
+A rank that fails ends the launch with its error (torchrun stops the others; srun's
+``--kill-on-bad-exit``), the script then fails, and the stage's output never appears: only rank 0
+writes it, after the last step (gna.hybrid.stage_job).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ..errors import ConfigError
+
+
+def stage_world(distill: dict) -> tuple[int, int]:
+    """(GPUs per node, nodes) of a stage from the ``hybrid_distillation`` config."""
+    return int(distill.get("gpus_per_stage") or 1), int(distill.get("nodes") or 1)
+
+
+def check_split(batch_sizes, ranks: int) -> None:
+    """Every stage's effective batch splits into equal parts over the ranks (before any work)."""
+    bad = sorted({int(b) for b in batch_sizes if int(b) % ranks})
+    if bad:
+        raise ConfigError(f"hybrid_distillation: the effective batch of {bad[0]} rows does not split over "
+                          f"gpus_per_stage x nodes = {ranks} ranks: make data.batch_size (and by_stage's) a multiple "
+                          f"of {ranks}")
+
+
+def master_port(job_id: str | None) -> int:
+    """A rendezvous port from the Slurm job id, so two jobs sharing a node do not collide."""
+    return 29500 + int(job_id or 0) % 20000
+
+
+def launch_command(args_file: str, gpus: int, nodes: int) -> tuple[list[str], dict]:
+    """(command, extra environment) that starts the ranks of a stage on ``gpus`` x ``nodes``."""
+    module = ["-m", "gna.hybrid.stage_job", args_file]
+    if nodes == 1:
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}",
+                *module], {}
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job or not shutil.which("srun"):
+        raise ConfigError(f"hybrid_distillation.nodes = {nodes}: a stage on several nodes runs inside a Slurm job "
+                          "(snakemake --profile profiles/slurm); set nodes: 1 to run on this machine's GPUs")
+    # the executor plugin keeps only SLURM_JOB_ID of the job's variables: ask Slurm for its nodes
+    nodelist = os.environ.get("SLURM_JOB_NODELIST") or subprocess.run(
+        ["squeue", "-h", "-j", job, "-o", "%N"], capture_output=True, text=True, check=True).stdout.strip()
+    hosts = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
+                           check=True).stdout.split()
+    env = {"MASTER_ADDR": hosts[0], "MASTER_PORT": str(master_port(job))}
+    return ["srun", f"--jobid={job}", "--kill-on-bad-exit=1", f"--nodes={nodes}", f"--ntasks-per-node={gpus}",
+            f"--ntasks={gpus * nodes}", sys.executable, *module], env
+
+
+def run_ranks(kwargs: dict, gpus: int, nodes: int, log=None) -> None:
+    """Run ``gna.hybrid.stage_job.distill_stage_job(**kwargs)`` on ``gpus`` x ``nodes`` ranks and wait;
+    their output goes to ``log`` (a file object; default stderr). Raises when a rank fails."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", dir=Path(kwargs["out"]).parent, prefix=".ranks-",
+                                     delete=False) as f:
+        json.dump(kwargs, f)
+    try:
+        cmd, env = launch_command(f.name, gpus, nodes)
+        path = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH"))
+                               if p)
+        stream = log or sys.stderr
+        stream.write(f"starting {gpus * nodes} ranks: {' '.join(cmd)}\n")
+        stream.flush()
+        done = subprocess.run(cmd, env={**os.environ, **env, "PYTHONPATH": path}, stdout=stream,
+                              stderr=subprocess.STDOUT)
+    finally:
+        os.unlink(f.name)
+    if done.returncode:
+        raise RuntimeError(f"distillation stage on {gpus * nodes} ranks failed (exit {done.returncode}): "
+                           "the failing rank's error is in the log above")
