@@ -17,7 +17,8 @@ MICRO_LLAMA = str(ROOT / "data/models/micro-llama")
 GNA = Path(sys.executable).parent / "gna"  # the console script pip installed beside this python
 # Small probe: 16 prompts of 4 pairs; the micro models read the compact format.
 PROBE = dict(n_examples=16, n_pairs=4, seed=0, fmt="compact", separator=" ")
-SCAN = dict(batch_size=8, max_rows=64, classify_top=4, classify_examples=4, threshold=0.3)
+SCAN = dict(batch_size=8, max_rows=64, classify_top=4, classify_examples=4, threshold=0.3, method="exact")
+ATP = dict(candidates=6, guard_sample=4, guard_k=3, atp_score="margin", graddrop=False, seed=PROBE["seed"])
 
 
 class Named(dict):
@@ -53,7 +54,7 @@ def run_script(name: str, smk: FakeSnakemake) -> None:
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
 
 
-def pipeline_scan(model_path: str, name: str, work: Path, force: bool = False) -> Path:
+def pipeline_scan(model_path: str, name: str, work: Path, force: bool = False, method: str = "exact") -> Path:
     """The pipeline's kv_probe then head_scan rules on ``model_path``; returns results/scan.
     ``force``: scan.probe_check.force (a random-init model is at chance)."""
     probe = work / "results/probes/kv-compact-n4-s0-space.examples.jsonl"
@@ -65,8 +66,8 @@ def pipeline_scan(model_path: str, name: str, work: Path, force: bool = False) -
     run_script("head_scan", FakeSnakemake(
         "head_scan", work / "logs/scan.log", input=dict(model=model_path, probe=str(probe)),
         output=dict(ranking=str(out / f"{name}.ranking.csv"), ga=str(out / f"{name}.ga.csv")),
-        params=dict(spec={"path": model_path, "dtype": "float32", "device": "cpu"}, **SCAN,
-                    probe_check=dict(max_unknown_share=0.05, min_over_chance=0.05, force=force)),
+        params=dict(spec={"path": model_path, "dtype": "float32", "device": "cpu"}, **{**SCAN, "method": method},
+                    atp=ATP, probe_check=dict(max_unknown_share=0.05, min_over_chance=0.05, force=force)),
         wildcards=dict(model=name, scan_dir="scan")))
     return out
 
@@ -111,18 +112,23 @@ def test_describe_a_hugging_face_directory(tiny_model_dir, capsys, family, optio
     assert len(lines) == 2 + 2 and lines[2].split() == expected  # header, column names, 2 layers
 
 
-@pytest.mark.parametrize("which", ["micro-llama", "tiny-zamba2"])
-def test_scan_equals_the_pipelines_head_scan(tiny_model_dir, tmp_path, which):
+@pytest.mark.parametrize("which,method", [("micro-llama", "exact"), ("tiny-zamba2", "exact"),
+                                          ("micro-llama", "atp+exact")])
+def test_scan_equals_the_pipelines_head_scan(tiny_model_dir, tmp_path, which, method):
     """Same probe file, same ranking and roles, byte for byte, as the head_scan rule's script."""
     model_path = MICRO_LLAMA if which == "micro-llama" else tiny_model_dir("zamba2")
     name, force = Path(model_path).name, which != "micro-llama"  # a random-init model scores at chance
-    assert cli_scan(model_path, tmp_path / "cli", "--name", name, *["--force"] * force) == 0
-    scan = pipeline_scan(model_path, name, tmp_path / "pipeline", force=force)
+    atp = ["--method", method, "--candidates", str(ATP["candidates"]), "--guard-sample", str(ATP["guard_sample"]),
+           "--guard-k", str(ATP["guard_k"])]
+    assert cli_scan(model_path, tmp_path / "cli", "--name", name, *atp, *["--force"] * force) == 0
+    scan = pipeline_scan(model_path, name, tmp_path / "pipeline", force=force, method=method)
     cli = tmp_path / "cli"
     probe = tmp_path / "pipeline/results/probes/kv-compact-n4-s0-space.examples.jsonl"
     assert (cli / "probe.examples.jsonl").read_bytes() == probe.read_bytes()
     ranking = pd.read_csv(cli / "ranking.csv")
     assert len(ranking) > 4 and ranking.logprob_drop.nunique() > 4  # a real ranking, not a constant table
+    if method == "atp+exact":  # the candidates and the guard's sample ablated, the rest ranked by the estimate
+        assert ranking.exact.sum() == ATP["candidates"] + ATP["guard_sample"] and ranking.atp_drop.notna().all()
     assert (cli / "ranking.csv").read_bytes() == (scan / f"{name}.ranking.csv").read_bytes()
     assert (cli / "ga.csv").read_bytes() == (scan / f"{name}.ga.csv").read_bytes()
 

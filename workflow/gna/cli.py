@@ -117,7 +117,8 @@ def cmd_scan(args) -> int:
     from .probes.scoring import encode
     from .report import heatmaps
     from .report.common import save_figure
-    from .scan import scan_heads, top_k
+    from .attribution_scan import guard_summary
+    from .scan import scan, top_k
 
     check_scan_args(args)
     if args.threads:
@@ -133,8 +134,11 @@ def cmd_scan(args) -> int:
                           min_over_chance=args.min_over_chance, force=args.force,
                           what=f"the KV probe ({args.format} format, {args.pairs} pairs, separator {args.separator!r})")
     # As workflow/scripts/head_scan.py does, step for step.
-    ranking = scan_heads(model, encoded, batch_size=args.batch_size, max_rows=args.max_rows,
-                         model_name=name).assign(**checked.columns())
+    ranking, guard = scan(model, encoded, method=args.method, batch_size=args.batch_size,
+                          max_rows=args.max_rows, model_name=name, candidates=args.candidates,
+                          guard_sample=args.guard_sample, guard_k=args.guard_k, atp_score=args.atp_score,
+                          graddrop=args.graddrop, seed=args.seed)
+    ranking = ranking.assign(**checked.columns())
     top = top_k(ranking, min(args.classify_top, len(ranking)))
     ga = classify_heads(model, tok, examples[:args.classify_examples], top, threshold=args.threshold)
     ga = ranking.merge(ga, on=["layer", "head", "kind"]).sort_values("rank")
@@ -157,6 +161,7 @@ def cmd_scan(args) -> int:
           f"baseline accuracy {ranking.baseline_accuracy.iloc[0]:.3f} (chance {checked.chance_accuracy:.3f})")
     if checked.forced:
         print(f"forced (--force): {'; '.join(checked.problems())}; ranking.csv records probe_check = forced")
+    print(guard_summary(guard))
     shown = ga if len(ga) else ranking.head(args.classify_top or 10)
     cols = [c for c in ("rank", "layer", "head", "kind", "accuracy", "drop", "role") if c in shown]
     print(shown[cols].head(10).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
@@ -191,7 +196,8 @@ def parser() -> argparse.ArgumentParser:
     d.set_defaults(run=cmd_describe)
     s = sub.add_parser("scan", help="rank heads by KV retrieval, classify G&A roles, draw heatmaps",
                        description="Generate a KV-retrieval probe, ablate every head alone and rank the heads by the "
-                       "accuracy drop (gna.scan.scan_heads, as the pipeline's head_scan rule), classify the top "
+                       "accuracy drop (gna.scan.scan, as the pipeline's head_scan rule; --method atp+exact ablates "
+                       "only the heads attribution patching ranks on top), classify the top "
                        "heads as Gather or Aggregate from their mixing patterns, and draw the top Gather and "
                        "Aggregate heads' patterns on the first prompt. Writes into DIR: probe.examples.jsonl, "
                        "ranking.csv, ga.csv, heatmap_gather.csv, heatmap_aggregate.csv (tidy rows) and "
@@ -223,6 +229,22 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--min-over-chance", type=float, default=0.05, help="stop unless the model's baseline accuracy "
                    "beats chance (1 / pairs) by this (default: %(default)s)")
     g.add_argument("--force", action="store_true", help="rank anyway; ranking.csv records probe_check = forced")
+    g = s.add_argument_group("scan method (the pipeline's scan.method and its settings)")
+    g.add_argument("--method", choices=("exact", "atp", "atp+exact"), default="exact",
+                   help="exact: ablate every head (the paper's ranking, one partial forward per head); atp: rank by "
+                   "the attribution-patching estimate only (one forward + backward per batch; no accuracy "
+                   "columns); atp+exact: ablate the estimate's top --candidates heads and --guard-sample others "
+                   "exactly, the rest ranked below by the estimate. benchmarks/atp_validation.py measures it against "
+                   "exact (README: 'Attribution patching'); the default stays the paper's exact (default: %(default)s)")
+    g.add_argument("--candidates", type=int, default=16, help="atp+exact: heads ablated exactly (default: %(default)s)")
+    g.add_argument("--guard-sample", type=int, default=8, help="atp+exact: other heads ablated exactly, drawn at "
+                   "random (seed --seed), to count false negatives (default: %(default)s)")
+    g.add_argument("--guard-k", type=int, default=10, help="atp+exact: the guard counts sampled heads beating the "
+                   "k-th candidate (default: %(default)s)")
+    g.add_argument("--atp-score", choices=("margin", "logprob"), default="margin",
+                   help="the estimate's score: correct choice's log-prob minus the best other's, or the correct "
+                   "choice's log-prob (default: %(default)s)")
+    g.add_argument("--graddrop", action="store_true", help="AtP*'s GradDrop (one backward pass per layer)")
     s.set_defaults(run=cmd_scan)
     return top
 

@@ -1,9 +1,9 @@
 """The head-ablation scan: ablate each head alone, measure KV retrieval, rank by the drop.
 
 The paper's code reruns the whole model for every head, one forward per answer choice.
-Here, per layer l and batch of prompts: the residual stream entering l is computed once,
-then all of l's single-head ablations run as one batch (copy a of the batch has head a
-zeroed) through layers l..L only; every choice is read off the same forward. Same numbers
+Here, per batch of prompts: the residual stream entering every layer is computed in one
+forward; then per layer l all of l's single-head ablations run as one batch (copy a of the
+batch has head a zeroed) through layers l..L only; every choice is read off the same forward. Same numbers
 as the naive loop (:func:`naive_scan_heads`, kept as the reference), many times faster.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .errors import HeadIndexError
+from .errors import ConfigError, HeadIndexError
 from .interventions import ablate_heads, capture_layer_inputs, head_mask, start_at_layer
 from .models import adapter_for
 from .models.description import Mixer
@@ -81,13 +81,17 @@ def _tally(rows_acc, mixer: Mixer, heads, lp: torch.Tensor, answers: torch.Tenso
 
 @torch.no_grad()
 def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, max_rows: int = 256,
-               kinds=None, layers=None, model_name: str = "", progress: bool = True) -> pd.DataFrame:
+               kinds=None, layers=None, model_name: str = "", progress: bool = True, heads=None) -> pd.DataFrame:
     """Accuracy on ``encoded`` with each head alone ablated, for every head of the chosen mixers.
 
     ``max_rows`` bounds a forward's batch (ablation copies x rows); lower it to save memory.
+    ``heads``: only these ``(layer, head, kind)`` (``atp+exact``'s candidates); default all.
     Returns the ranked tidy table (see ``COLUMNS``).
     """
     mixers = _select(model, kinds, layers)
+    if heads is not None:
+        wanted = {(int(l), str(k), int(h)) for l, h, k in heads}
+        mixers = [m for m in mixers if any((m.layer, m.kind, h) in wanted for h in range(m.n_heads))]
     device = next(model.parameters()).device
     baseline = score(model, encoded, batch_size=batch_size).logprobs
     keep = accepts_logits_to_keep(model)
@@ -96,19 +100,22 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
     by_layer: dict[int, list[Mixer]] = defaultdict(list)
     for m in mixers:
         by_layer[m.layer].append(m)
-    for layer in tqdm(sorted(by_layer), desc="head scan", unit="layer", disable=not progress):
-        for b in batches:
-            answers = encoded.answers[b.examples.cpu()].to(device)
-            B = b.input_ids.shape[0]
-            hidden = capture_layer_inputs(model, [layer], input_ids=b.input_ids, attention_mask=b.attention_mask,
-                                          use_cache=False)[layer]
+    for b in tqdm(batches, desc="head scan", unit="batch", disable=not progress):
+        answers = encoded.answers[b.examples.cpu()].to(device)
+        B = b.input_ids.shape[0]
+        # every scanned layer's input from one forward (one batch's residuals held, layers x (B, T, d))
+        inputs = capture_layer_inputs(model, sorted(by_layer), input_ids=b.input_ids,
+                                      attention_mask=b.attention_mask, use_cache=False)
+        for layer in sorted(by_layer):
+            hidden = inputs.pop(layer)
             for mixer in by_layer[layer]:
                 per = max(1, max_rows // B)
-                for start in range(0, mixer.n_heads, per):
-                    heads = list(range(start, min(start + per, mixer.n_heads)))
-                    A = len(heads)
+                todo = [h for h in range(mixer.n_heads) if heads is None or (mixer.layer, mixer.kind, h) in wanted]
+                for start in range(0, len(todo), per):
+                    chunk = todo[start:start + per]
+                    A = len(chunk)
                     mask = torch.ones(A, B, mixer.n_heads, device=device)
-                    mask[torch.arange(A), :, torch.tensor(heads)] = 0
+                    mask[torch.arange(A), :, torch.tensor(chunk)] = 0
                     kw = dict(input_ids=b.input_ids.repeat(A, 1), attention_mask=b.attention_mask.repeat(A, 1),
                               use_cache=False)
                     if keep:
@@ -117,7 +124,7 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
                             head_mask(model, layer, mask.view(A * B, -1), mixer.kind):
                         logits = model(**kw).logits
                     lp = batch_choice_logprobs(logits.view(A, B, *logits.shape[1:]), b)  # (A, E, C)
-                    _tally(totals, mixer, heads, lp.cpu(), answers.cpu())
+                    _tally(totals, mixer, chunk, lp.cpu(), answers.cpu())
     rows = [dict(layer=l, kind=k, head=h, accuracy=c / len(encoded), answer_logprob=s / len(encoded))
             for (l, k, h), (c, s) in totals.items()]
     return rank_heads(rows, baseline, encoded, model_name, logprob_resolution(model))
@@ -150,6 +157,26 @@ def naive_scan_heads(model: nn.Module, encoded: EncodedProbe, kinds=None, layers
                          accuracy=lp.argmax(-1).eq(encoded.answers).double().mean().item(),
                          answer_logprob=lp.gather(1, encoded.answers[:, None]).mean().item()))
     return rank_heads(rows, baseline, encoded, model_name, logprob_resolution(model))
+
+
+METHODS = ("exact", "atp", "atp+exact")
+
+
+def scan(model: nn.Module, encoded: EncodedProbe, method: str = "exact", batch_size: int = 32, max_rows: int = 256,
+         kinds=None, layers=None, model_name: str = "", progress: bool = True, **atp) -> tuple[pd.DataFrame, dict]:
+    """``(ranking, guard)`` by ``method``: ``exact`` is :func:`scan_heads` (the paper's ranking);
+    ``atp`` and ``atp+exact`` are :func:`gna.attribution_scan.attribution_ranking`, which takes
+    ``atp`` (candidates, guard_sample, guard_k, atp_score, graddrop, seed; ``exact`` ignores them)."""
+    if method not in METHODS:
+        raise ConfigError(f"scan.method = {method!r}: expected one of {', '.join(METHODS)}")
+    common = dict(batch_size=batch_size, max_rows=max_rows, kinds=kinds, layers=layers, model_name=model_name,
+                  progress=progress)
+    if method == "exact":
+        ranking = scan_heads(model, encoded, **common)
+        return ranking, dict(method="exact", n_heads=len(ranking))
+    from .attribution_scan import attribution_ranking
+
+    return attribution_ranking(model, encoded, method, **atp, **common)
 
 
 def top_k(ranking: pd.DataFrame, k: int, kinds=None) -> list[tuple[int, int, str]]:

@@ -1,5 +1,6 @@
 # Head ranking by single-head ablation on KV retrieval (paper section 5), and the G&A roles
-# of the top heads read off their token-mixing patterns.
+# of the top heads read off their token-mixing patterns. scan.method: exact (every head, the
+# paper's), atp or atp+exact (attribution patching, then the top candidates exactly).
 
 
 rule head_scan:
@@ -19,6 +20,9 @@ rule head_scan:
         classify_examples=config["scan"]["classify_examples"],
         threshold=config["scan"]["threshold"],
         probe_check=config["scan"]["probe_check"],
+        method=config["scan"]["method"],
+        atp={k: config["scan"][k] for k in ("candidates", "guard_sample", "guard_k", "atp_score")}
+        | {"graddrop": config["scan"]["atp_graddrop"], "seed": config["kv_probe"]["seed"]},
     threads: THREADS
     resources:
         **MODEL_RESOURCES,

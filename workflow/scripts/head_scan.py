@@ -1,4 +1,5 @@
-"""Rank every head by the KV-retrieval drop when it alone is ablated; classify the top ones."""
+"""Rank every head by the KV-retrieval drop when it alone is ablated (scan.method); classify the top ones."""
+from gna.attribution_scan import guard_summary
 from gna.ga_patterns import classify_heads
 from gna.io import write_csv
 from gna.models import load_model
@@ -6,7 +7,7 @@ from gna.pipeline import job, provenance
 from gna.probes.guard import check_probe
 from gna.probes.kv import read_jsonl
 from gna.probes.scoring import encode
-from gna.scan import scan_heads, top_k
+from gna.scan import scan, top_k
 
 with job(snakemake) as log:
     p = snakemake.params
@@ -15,8 +16,10 @@ with job(snakemake) as log:
     encoded = encode(examples, tok)
     checked = check_probe(model, tok, encoded, batch_size=p.batch_size, **p.probe_check,
                           what=f"the KV probe {snakemake.input.probe} (scan.probe_check)")
-    ranking = scan_heads(model, encoded, batch_size=p.batch_size, max_rows=p.max_rows,
-                         model_name=snakemake.wildcards.model).assign(**checked.columns())
+    ranking, guard = scan(model, encoded, method=p.method, batch_size=p.batch_size,
+                          max_rows=p.max_rows, model_name=snakemake.wildcards.model, **p.atp)
+    ranking = ranking.assign(**checked.columns())
+    log.info("%s", guard_summary(guard))
     log.info("baseline accuracy %.3f; top heads:\n%s", ranking.baseline_accuracy[0], ranking.head(10))
     top = top_k(ranking, min(p.classify_top, len(ranking)))
     ga = classify_heads(model, tok, examples[:p.classify_examples], top, threshold=p.threshold)

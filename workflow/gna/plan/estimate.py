@@ -269,27 +269,42 @@ def eval_tasks(hw: Hardware, info: ModelInfo, tasks, eval_cfg: dict, layers: flo
 
 def head_scan(hw: Hardware, info: ModelInfo, n_examples: int, n_pairs: int, batch_size: int = 32,
               max_rows: int = 256, classify_top: int = 10, classify_examples: int = 20,
-              kinds=None, tokens: int | None = None) -> tuple[float, float]:
-    """gna.scan.scan_heads: per layer and batch, the residual entering the layer once, then every
+              kinds=None, tokens: int | None = None, method: str = "exact", candidates: int = 16,
+              guard_sample: int = 8, graddrop: bool = False) -> tuple[float, float]:
+    """gna.scan.scan_heads: per batch, the residual entering every layer from one forward, then every
     head's ablation as rows of ``max_rows``-row forwards through the remaining layers only
-    (logits at the answer position only); then the G&A classification of the top heads."""
+    (logits at the answer position only); then the G&A classification of the top heads.
+
+    ``method`` atp / atp+exact (gna.attribution_scan): one forward and one backward (~2 forwards;
+    GradDrop: one backward per layer) per prompt, then the exact scan of ``candidates`` +
+    ``guard_sample`` heads only (atp+exact), taken as spread over the layers as all heads are."""
     T = tokens or probe_tokens(n_pairs)
     r = rate(hw, info)
     per_layer = info.flops_per_token(T, logits=False) / info.n_layers
+    n_heads = sum(h for (_, kind, h) in info.heads_by_layer if not kinds or kind in kinds)
+    share = {"exact": 1.0, "atp": 0.0}.get(method, min(1.0, (candidates + guard_sample) / max(1, n_heads)))
     flops = 0.0
     for (layer, kind, h) in info.heads_by_layer:
-        if kinds and kind not in kinds:
+        if kinds and kind not in kinds or not share:
             continue
         remaining = info.n_layers - layer
-        flops += h * n_examples * T * hw.padding_waste * remaining * per_layer
-        flops += n_examples * T * (layer + 1) * per_layer  # the captured residual, per batch
+        flops += share * h * n_examples * T * hw.padding_waste * remaining * per_layer
+    if share:
+        flops += n_examples * T * info.flops_per_token(T, logits=False)  # the captured residuals
     flops += n_examples * T * info.flops_per_token(T)  # the baseline
+    backward = 2 * (info.n_layers if graddrop else 1)
+    if method != "exact":
+        flops += n_examples * T * hw.padding_waste * info.flops_per_token(T) * (1 + backward)
     secs = flops / r
     # classification: eager attention / pattern reads, one forward per head and example
     secs += classify_top * classify_examples * T * info.flops_per_token(T) / (r * 0.2)
     rows = max(batch_size, (max_rows // batch_size) * batch_size)
     peak = forward_peak_bytes(hw, info, rows, T, logit_positions=1) + fp32_head_bytes(info)
-    peak += info.hidden * rows * T * info.dtype_bytes * 2  # the captured residual and its repeat
+    peak += info.hidden * rows * T * info.dtype_bytes  # a layer's captured residual repeated per ablation
+    peak += info.hidden * batch_size * T * info.dtype_bytes * info.n_layers  # every layer's, one batch
+    if method != "exact":  # the backward keeps a batch's activations, as training does (no optimizer state)
+        peak = max(peak, forward_peak_bytes(hw, info, batch_size, T, logit_positions=1)
+                   + hw.train_act_per_layer * batch_size * T * info.hidden * info.n_layers)
     att = info.attention[0] if info.attention else None
     if att and classify_top:  # eager attention for the patterns: heads x T^2 per example (fp32)
         peak = max(peak, forward_peak_bytes(hw, info, classify_examples, T) + att[1] * T * T * 4 * classify_examples)
