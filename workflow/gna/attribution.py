@@ -33,7 +33,8 @@ from .errors import InterventionError
 from .interventions.hooks import check_hookable, rewrite_heads
 from .models import adapter_for
 from .models.description import Mixer
-from .probes.scoring import EncodedProbe, ProbeBatch, accepts_logits_to_keep, batch_choice_logprobs, iter_batches
+from .probes.scoring import (EncodedProbe, ProbeBatch, accepts_logits_to_keep, batch_choice_logprobs, fp32_logits,
+                             iter_batches)
 
 SCORES = ("margin", "logprob")
 ATP_COLUMNS = ["layer", "head", "kind", "atp_drop", "atp_magnitude"]
@@ -134,6 +135,7 @@ def _batch_estimates(model, b: ProbeBatch, answers, mixers, score, keep, graddro
         kw["logits_to_keep"] = b.keep_pos
     with ExitStack() as stack:
         acts = stack.enter_context(head_activations(mixers))
+        stack.enter_context(fp32_logits(model))  # the score's log-probs in fp32, as the exact scan's
         flags = stack.enter_context(blockable_layers(model)) if graddrop else []
         S = choice_score(batch_choice_logprobs(model(**kw).logits, b), answers, score).sum()
     for m, got in acts.items():
