@@ -34,24 +34,38 @@ def batched_outputs():
 
 def condition_job(rule_name, output):
     """What rule ``rule_name``'s job for ``output`` would get: its wildcards, params, input (names
-    kept), log, and script, as plain data."""
+    kept), log, and script, as plain data (gna.batch.condition_object makes the job's object of it)."""
+    import inspect
+
     from snakemake.io import apply_wildcards
     from snakemake.iocontainers import Wildcards
 
-    job_rule = workflow.get_rule(rule_name)
+    from gna.batch import condition_object
+
+    job_rule, proxy = workflow.get_rule(rule_name), getattr(rules, rule_name)
     wc = job_rule.get_wildcards(output)
     wildcards = Wildcards(fromdict=wc)
 
-    def value(v):
+    def files(v):
         v = v(wildcards) if callable(v) else v
         return ([apply_wildcards(str(x), wc) for x in v] if isinstance(v, (list, tuple))
                 else apply_wildcards(str(v), wc))
 
     names = {i: name for name, (i, _) in job_rule.input._names.items()}
-    return {"rule": rule_name, "wildcards": wc, "output": [output], "log": [apply_wildcards(str(x), wc) for x in job_rule.log],
-            "params": {name: (v(wildcards) if callable(v) else v) for name, v in getattr(rules, rule_name).params.items()},
-            "input": [(names.get(i), value(v)) for i, v in enumerate(getattr(rules, rule_name).input)],
-            "script": os.path.join(workflow.basedir, "workflow", "scripts", os.path.basename(job_rule.script))}
+    job = {"rule": rule_name, "wildcards": wc, "output": [output], "params": {},
+           "log": [apply_wildcards(str(x), wc) for x in job_rule.log],
+           "input": [(names.get(i), files(v)) for i, v in enumerate(proxy.input)],
+           "script": os.path.join(workflow.basedir, "workflow", "scripts", os.path.basename(job_rule.script))}
+    seen = condition_object(job, THREADS, config)  # what a param function may ask for besides wildcards
+
+    def param(v):
+        if callable(v):
+            extra = list(inspect.signature(v).parameters)[1:]
+            return v(wildcards, **{k: getattr(seen, k) for k in extra})
+        return apply_wildcards(v, wc) if isinstance(v, str) else v
+
+    job["params"] = {name: param(v) for name, v in proxy.params.items()}
+    return job
 
 
 def condition_batches():
