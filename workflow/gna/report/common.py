@@ -121,10 +121,10 @@ def with_precision(df: pd.DataFrame, digits: int = TABLE_DIGITS) -> pd.DataFrame
 
 
 def write_table(df: pd.DataFrame, csv, md, title: str = "", note: str = "", floatfmt: str = ".3f",
-                md_df: pd.DataFrame | None = None) -> None:
-    """``df`` to ``csv`` (floats to TABLE_DIGITS significant digits); ``md_df`` (default ``df``: e.g.
-    a view with "mean [min, max]" cells) to ``md``."""
-    write_csv(with_precision(df), csv)
+                md_df: pd.DataFrame | None = None, digits: int | None = TABLE_DIGITS) -> None:
+    """``df`` to ``csv`` (floats to ``digits`` significant digits; None: a table that rounds its
+    exact numbers itself); ``md_df`` (default ``df``: e.g. a view with "mean [min, max]" cells) to ``md``."""
+    write_csv(df if digits is None else with_precision(df, digits), csv)
     text = ((f"# {title}\n\n" if title else "") + markdown_table(df if md_df is None else md_df, floatfmt)
             + (f"\n{note}\n" if note else ""))
     write_text(text, md)
