@@ -4,13 +4,66 @@ At micro scale a job's imports (torch, transformers, lm-eval: ~4 s) outweigh its
 The batch job runs the rule's own script once per condition, each with a stand-in for Snakemake's
 ``snakemake`` object holding that condition's params, input, output, log and wildcards, exactly as
 the rule's own job would get them. Each condition loads its model and seeds as its own job does,
-so its output has the same bytes."""
+so its output has the same bytes.
+
+Parse time (the workflow's side): :func:`condition_batches` groups the conditions, and
+:func:`condition_job` computes what each one's job would get, from the rule itself."""
 from __future__ import annotations
 
+import inspect
 import os
 import runpy
 import sys
 from types import SimpleNamespace
+
+
+def condition_batches(workflow, rule_names: list[str], candidates: list[str], size: int) -> list[tuple[str, list]]:
+    """[(rule, [condition outputs])]: for each rule, the ``candidates`` it makes, grouped by model
+    (and experiment) in chunks of ``size`` (0: one chunk per group; 1: no batches at all)."""
+    out = []
+    for name in rule_names if size != 1 else []:
+        rule = workflow.get_rule(name)
+        groups: dict[tuple, list[str]] = {}
+        for f in dict.fromkeys(c for c in candidates if rule.is_producer(c)):
+            wc = rule.get_wildcards(f)
+            groups.setdefault((wc.get("experiment"), wc.get("model")), []).append(f)
+        for g in groups.values():
+            out += [(name, g[i: i + (size or len(g))]) for i in range(0, len(g), size or len(g))]
+    return out
+
+
+def condition_job(workflow, proxy, rule_name: str, output: str, threads: int, config: dict) -> dict:
+    """What rule ``rule_name``'s job for ``output`` would get, as plain data: wildcards, params (as
+    Snakemake computes them: functions of the wildcards, and of input/output/threads where they ask;
+    strings formatted with the wildcards), input (names kept), log, script. ``proxy``: the
+    workflow's ``rules.<rule_name>``."""
+    from snakemake.io import apply_wildcards
+    from snakemake.iocontainers import Wildcards
+
+    rule = workflow.get_rule(rule_name)
+    wc = rule.get_wildcards(output)
+    wildcards = Wildcards(fromdict=wc)
+
+    def files(v):
+        v = v(wildcards) if callable(v) else v
+        return ([apply_wildcards(str(x), wc) for x in v] if isinstance(v, (list, tuple))
+                else apply_wildcards(str(v), wc))
+
+    names = {i: name for name, (i, _) in rule.input._names.items()}
+    job = {"rule": rule_name, "wildcards": wc, "output": [output], "params": {},
+           "log": [apply_wildcards(str(x), wc) for x in rule.log],
+           "input": [(names.get(i), files(v)) for i, v in enumerate(proxy.input)],
+           "script": os.path.join(workflow.basedir, "workflow", "scripts", os.path.basename(rule.script))}
+    seen = condition_object(job, threads, config)  # what a param function may ask for besides wildcards
+
+    def param(v):
+        if callable(v):
+            extra = list(inspect.signature(v).parameters)[1:]
+            return v(wildcards, **{k: getattr(seen, k) for k in extra})
+        return apply_wildcards(v, wc) if isinstance(v, str) else v
+
+    job["params"] = {name: param(v) for name, v in proxy.params.items()}
+    return job
 
 
 def condition_object(job: dict, threads: int, config: dict) -> SimpleNamespace:

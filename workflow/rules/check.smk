@@ -5,11 +5,12 @@
 
 rule check_figures:
     input:
-        all_targets(),
+        findings="figures/findings.md",
+        study=all_targets(),
     output:
         "results/check_figures.md",
     params:
-        folder="figures",
+        folder=lambda wc, input: os.path.dirname(input.findings),
         reference="HEAD",
     log:
         "logs/check_figures.log",
