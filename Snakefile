@@ -34,7 +34,9 @@ include: "workflow/rules/memory.smk"
 include: "workflow/rules/masking.smk"
 include: "workflow/rules/hybrid.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/batch.smk"  # micro scale: several conditions per job (batch_conditions)
 include: "workflow/rules/micro.smk"
+include: "workflow/rules/check.smk"  # `snakemake check_figures`: against the committed figures/
 include: "workflow/rules/plan.smk"  # `snakemake plan`: the resource plan, not part of all
 
 

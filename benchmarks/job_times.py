@@ -9,9 +9,17 @@ time of the run: on 2 cores the wall time is about half of it plus the tail of t
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+
+def batched_rule(rule: str) -> str:
+    """``batch_<rule>_<i>`` (several conditions of <rule> in one job, workflow/rules/batch.smk) ->
+    ``<rule> (batched)``; any other rule as it is."""
+    m = re.fullmatch(r"batch_(\w+)_\d+", rule)
+    return f"{m[1]} (batched)" if m else rule
 
 
 def job_times(workdir: str | Path = ".") -> dict[str, list[float]]:
@@ -29,7 +37,7 @@ def job_times(workdir: str | Path = ".") -> dict[str, list[float]]:
         jobs[key] = [min(start, jobs.get(key, [start])[0]), end]
     out = defaultdict(list)
     for (rule, _, _), (start, end) in jobs.items():
-        out[rule].append(end - start)
+        out[batched_rule(rule)].append(end - start)
     return dict(out)
 
 

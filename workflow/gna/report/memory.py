@@ -53,9 +53,11 @@ def micro_table(models: dict, seq_lens=(128, 512)) -> pd.DataFrame:
 
 def make(models: dict, csv, md, micro_csv, micro_md) -> None:
     table, note = formula_table()
+    # exact sizes, rounded by the tables themselves (the published precision; 4 decimals): digits=None
     write_table(table, csv, md, title="Inference memory: KV cache + SSM state (bf16, decimal MB)", floatfmt=".2f",
+                digits=None,
                 note="`diff`: ours rounded to the published precision minus the published value. " + note)
     write_table(micro_table(models), micro_csv, micro_md, title="Micro models: cache by formula and measured",
-                floatfmt=".4f",
+                floatfmt=".4f", digits=None,
                 note="Measured: every tensor of the model's inference cache after a prompt of L tokens, in the "
                      "model's dtype. SSM caches also hold the convolution window, which the formula leaves out.")

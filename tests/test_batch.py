@@ -1,0 +1,62 @@
+"""Several conditions per job at micro scale (batch_conditions, workflow/rules/batch.smk): the same
+outputs, from fewer jobs; each condition's script sees exactly what its own job would."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import yaml
+
+from gna.batch import condition_object, run_conditions
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "workflow")}
+
+
+def summary(config: Path | None = None) -> dict[str, str]:
+    """output file -> the rule that makes it, for the whole default study (a dry parse, no job runs)."""
+    cmd = [sys.executable, "-m", "snakemake", "--forceall", "--summary", "--directory", str(ROOT)]
+    out = subprocess.run(cmd + (["--configfile", str(config)] if config else []), cwd=ROOT, env=ENV,
+                         capture_output=True, text=True, check=True).stdout
+    rows = [line.split("\t") for line in out.splitlines()[1:] if "\t" in line]
+    return {r[0]: r[2] for r in rows}
+
+
+def test_batched_study_makes_the_same_files_in_fewer_jobs(tmp_path):
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    assert cfg["batch_conditions"] == 0   # the micro study batches
+    one = tmp_path / "one.yaml"
+    one.write_text(yaml.safe_dump({**cfg, "batch_conditions": 1}))
+    batched, single = summary(), summary(one)
+    assert set(batched) == set(single)
+    moved = {f: r for f, r in batched.items() if r != single[f]}
+    assert {single[f] for f in moved} >= {"gradual_pruning", "individual_pruning", "topk_removal", "kv_pairs"}
+    assert all(r.startswith("batch_") for r in moved.values())
+    assert not any(r.startswith("batch_") for r in single.values())
+    assert "evaluate_hybrid" in batched.values()   # each waits for its own student: not batched
+    # one batch job per rule and model: gradual pruning of micro-llama's 6 depths in one
+    llama = {batched[f"results/pruning/micro-llama/gradual/depth{d}.csv"] for d in range(1, 7)}
+    assert len(llama) == 1
+
+
+def write_script(path: Path) -> str:
+    path.write_text("from pathlib import Path\n"
+                    "s = snakemake\n"
+                    "Path(s.output[0]).write_text(f'{s.rule} {s.params.value} {s.wildcards.get(\"k\")} '\n"
+                    "    f'{list(s.input.probes)} {s.input.model} {s.input[0]} {s.log[0]} {s.threads}')\n")
+    return str(path)
+
+
+def test_each_condition_runs_its_rules_script_with_its_own_job(tmp_path):
+    script = write_script(tmp_path / "cond.py")
+    jobs = [{"rule": "r", "wildcards": {"k": str(k)}, "params": {"value": 10 * k}, "script": script,
+             "input": [("model", "m"), ("probes", [f"p{k}a", f"p{k}b"]), (None, "x")],
+             "output": [str(tmp_path / f"k{k}.txt")], "log": [f"logs/k{k}.log"]} for k in (1, 2)]
+    batch = SimpleNamespace(params=SimpleNamespace(jobs=jobs), threads=1, config={})
+    run_conditions(batch)   # not a Snakemake script job: returns
+    assert (tmp_path / "k1.txt").read_text() == "r 10 1 ['p1a', 'p1b'] m m logs/k1.log 1"
+    assert (tmp_path / "k2.txt").read_text() == "r 20 2 ['p2a', 'p2b'] m m logs/k2.log 1"
+    obj = condition_object(jobs[0], 2, {"seed": 0})
+    assert list(obj.input) == ["m", "p1a", "p1b", "x"] and dict(obj.params) == {"value": 10}
+    assert obj.config == {"seed": 0} and obj.wildcards.k == "1"

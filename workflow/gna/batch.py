@@ -1,0 +1,96 @@
+"""Several conditions of one rule in one process (rule ``batch``, workflow/rules/batch.smk).
+
+At micro scale a job's imports (torch, transformers, lm-eval: ~4 s) outweigh its work (~1-2 s).
+The batch job runs the rule's own script once per condition, each with a stand-in for Snakemake's
+``snakemake`` object holding that condition's params, input, output, log and wildcards, exactly as
+the rule's own job would get them. Each condition loads its model and seeds as its own job does,
+so its output has the same bytes.
+
+Parse time (the workflow's side): :func:`condition_batches` groups the conditions, and
+:func:`condition_job` computes what each one's job would get, from the rule itself."""
+from __future__ import annotations
+
+import inspect
+import os
+import runpy
+import sys
+from types import SimpleNamespace
+
+
+def condition_batches(workflow, rule_names: list[str], candidates: list[str], size: int) -> list[tuple[str, list]]:
+    """[(rule, [condition outputs])]: for each rule, the ``candidates`` it makes, grouped by model
+    (and experiment) in chunks of ``size`` (0: one chunk per group; 1: no batches at all)."""
+    out = []
+    for name in rule_names if size != 1 else []:
+        rule = workflow.get_rule(name)
+        groups: dict[tuple, list[str]] = {}
+        for f in dict.fromkeys(c for c in candidates if rule.is_producer(c)):
+            wc = rule.get_wildcards(f)
+            groups.setdefault((wc.get("experiment"), wc.get("model")), []).append(f)
+        for g in groups.values():
+            out += [(name, g[i: i + (size or len(g))]) for i in range(0, len(g), size or len(g))]
+    return out
+
+
+def condition_job(workflow, proxy, rule_name: str, output: str, threads: int, config: dict) -> dict:
+    """What rule ``rule_name``'s job for ``output`` would get, as plain data: wildcards, params (as
+    Snakemake computes them: functions of the wildcards, and of input/output/threads where they ask;
+    strings formatted with the wildcards), input (names kept), log, script. ``proxy``: the
+    workflow's ``rules.<rule_name>``."""
+    from snakemake.io import apply_wildcards
+    from snakemake.iocontainers import Wildcards
+
+    rule = workflow.get_rule(rule_name)
+    wc = rule.get_wildcards(output)
+    wildcards = Wildcards(fromdict=wc)
+
+    def files(v):
+        v = v(wildcards) if callable(v) else v
+        return ([apply_wildcards(str(x), wc) for x in v] if isinstance(v, (list, tuple))
+                else apply_wildcards(str(v), wc))
+
+    names = {i: name for name, (i, _) in rule.input._names.items()}
+    job = {"rule": rule_name, "wildcards": wc, "output": [output], "params": {},
+           "log": [apply_wildcards(str(x), wc) for x in rule.log],
+           "input": [(names.get(i), files(v)) for i, v in enumerate(proxy.input)],
+           "script": os.path.join(workflow.basedir, "workflow", "scripts", os.path.basename(rule.script))}
+    seen = condition_object(job, threads, config)  # what a param function may ask for besides wildcards
+
+    def param(v):
+        if callable(v):
+            extra = list(inspect.signature(v).parameters)[1:]
+            return v(wildcards, **{k: getattr(seen, k) for k in extra})
+        return apply_wildcards(v, wc) if isinstance(v, str) else v
+
+    job["params"] = {name: param(v) for name, v in proxy.params.items()}
+    return job
+
+
+def condition_object(job: dict, threads: int, config: dict) -> SimpleNamespace:
+    """The ``snakemake`` object a condition's script sees: ``job`` is one entry of the batch rule's
+    ``jobs`` param (rule, wildcards, params, input as [(name or None, file or [files])], output, log)."""
+    from snakemake.iocontainers import InputFiles, Log, OutputFiles, Params, Wildcards
+
+    inputs = InputFiles()
+    for name, value in job["input"]:
+        start = len(inputs)
+        inputs.extend(value if isinstance(value, list) else [value])
+        if name:
+            inputs._set_name(name, start, len(inputs) if isinstance(value, list) else None)
+    return SimpleNamespace(rule=job["rule"], input=inputs, output=OutputFiles(job["output"]), log=Log(job["log"]),
+                           params=Params(fromdict=job["params"]), wildcards=Wildcards(fromdict=job["wildcards"]),
+                           threads=threads, config=config)
+
+
+def run_conditions(snakemake) -> None:
+    """Run every condition of the batch, in order; then end the process as a script job does
+    (gna.pipeline.job: no interpreter teardown)."""
+    from .pipeline import _is_script_job
+
+    for job in snakemake.params.jobs:
+        runpy.run_path(job["script"], run_name="__main__",
+                       init_globals={"snakemake": condition_object(job, snakemake.threads, snakemake.config)})
+    if _is_script_job(snakemake):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
