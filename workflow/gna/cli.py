@@ -111,6 +111,7 @@ def cmd_scan(args) -> int:
 
     from .ga_patterns import classify_heads
     from .io import atomic_path, write_csv
+    from .pipeline import provenance
     from .models import load_model
     from .probes.guard import check_probe
     from .probes.kv import generate_kv_probe, write_jsonl
@@ -141,6 +142,7 @@ def cmd_scan(args) -> int:
     ranking = ranking.assign(**checked.columns())
     top = top_k(ranking, min(args.classify_top, len(ranking)))
     ga = classify_heads(model, tok, examples[:args.classify_examples], top, threshold=args.threshold)
+    ranking = ranking.assign(**provenance())  # after the scan: which fused kernels it ran
     ga = ranking.merge(ga, on=["layer", "head", "kind"]).sort_values("rank")
     # As workflow/scripts/ga_heatmaps.py does: the top Gather / Aggregate head on the first prompt.
     prompt = examples[0]["prompt"]

@@ -32,8 +32,6 @@ REFUSED: dict[str, str] = {
            "transformer, not one decoder stack",
     **{t: "Llama-3.2-Vision's text model: cross-attention layers (to image features) between its self-attention "
           "layers" for t in ("mllama", "mllama_text_model")},
-    "dory": "a recurrent-depth model: its middle layers run n_recurrent_loops times, so a head acts more than once "
-            "per token and an ablation of 'layer l' is ambiguous",
     "moshi": "Moshi's text decoder projects through MoshiLinear (per-codebook weights, no in_features); no adapter "
              "describes it yet",
     "bloom": _no_adapter_yet("transformer.h[i].self_attention.dense (ALiBi)"),
@@ -65,9 +63,6 @@ REFUSED: dict[str, str] = {
                     "mixers that are neither attention nor Mamba",
     "inkling2_text": "attention-residual blocks and short convolutions beside attention: token mixers that are "
                      "neither attention nor Mamba",
-    "inkling2_loop_text": "attention-residual blocks and short convolutions beside attention, looped: token mixers "
-                          "that are neither attention nor Mamba",
-    "lara_mini": _RECURRENT + " (Gated DeltaNet)",
     "qwen3_next": _RECURRENT + " (Gated DeltaNet layers beside attention)",
     "qwen3_5": _RECURRENT + " (Gated DeltaNet layers beside attention)",
     "qwen3_5_text": _RECURRENT + " (Gated DeltaNet layers beside attention)",
