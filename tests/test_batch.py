@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import yaml
 
-from gna.batch import condition_object, run_conditions
+from gna.batch import condition_object, named_inputs, run_conditions
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "workflow")}
@@ -60,3 +60,16 @@ def test_each_condition_runs_its_rules_script_with_its_own_job(tmp_path):
     obj = condition_object(jobs[0], 2, {"seed": 0})
     assert list(obj.input) == ["m", "p1a", "p1b", "x"] and dict(obj.params) == {"value": 10}
     assert obj.config == {"seed": 0} and obj.wildcards.k == "1"
+
+
+def test_a_name_given_to_a_list_of_inputs_keeps_the_whole_list():
+    """ssm_masking's ``tasks=expand(...)``: Snakemake names the span (start, end); a condition's
+    ``input.tasks`` must be that list, not its first file (whose characters a zip would walk)."""
+    items = ["model/", "a.jsonl", "b.jsonl", "c.jsonl", "ga.csv", "loose"]
+    names = {"model": (0, None), "tasks": (1, 4), "ga": (4, None)}
+    got = named_inputs(items, names, lambda v: v)
+    assert got == [("model", "model/"), ("tasks", ["a.jsonl", "b.jsonl", "c.jsonl"]), ("ga", "ga.csv"),
+                   (None, "loose")]
+    obj = condition_object({"rule": "r", "wildcards": {}, "params": {}, "input": got, "output": ["o"],
+                            "log": []}, 1, {})
+    assert list(obj.input.tasks) == ["a.jsonl", "b.jsonl", "c.jsonl"] and obj.input.ga == "ga.csv"

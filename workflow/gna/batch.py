@@ -49,10 +49,9 @@ def condition_job(workflow, proxy, rule_name: str, output: str, threads: int, co
         return ([apply_wildcards(str(x), wc) for x in v] if isinstance(v, (list, tuple))
                 else apply_wildcards(str(v), wc))
 
-    names = {i: name for name, (i, _) in rule.input._names.items()}
     job = {"rule": rule_name, "wildcards": wc, "output": [output], "params": {},
            "log": [apply_wildcards(str(x), wc) for x in rule.log],
-           "input": [(names.get(i), files(v)) for i, v in enumerate(proxy.input)],
+           "input": named_inputs(list(proxy.input), rule.input._names, files),
            "script": os.path.join(workflow.basedir, "workflow", "scripts", os.path.basename(rule.script))}
     seen = condition_object(job, threads, config)  # what a param function may ask for besides wildcards
 
@@ -64,6 +63,23 @@ def condition_job(workflow, proxy, rule_name: str, output: str, threads: int, co
 
     job["params"] = {name: param(v) for name, v in proxy.params.items()}
     return job
+
+
+def named_inputs(items: list, names: dict, files) -> list[tuple[str | None, str | list[str]]]:
+    """The rule's input as [(name or None, file or [files])]: a name given to a list (``tasks=expand(...)``,
+    Snakemake's ``_names[name] = (start, end)``) keeps the whole list; ``files`` resolves one item."""
+    spans = {start: (name, end) for name, (start, end) in names.items()}
+    out, i = [], 0
+    while i < len(items):
+        name, end = spans.get(i, (None, None))
+        if end is None:
+            out.append((name, files(items[i])))
+            i += 1
+        else:
+            resolved = [files(v) for v in items[i:end]]
+            out.append((name, [f for r in resolved for f in (r if isinstance(r, list) else [r])]))
+            i = end
+    return out
 
 
 def condition_object(job: dict, threads: int, config: dict) -> SimpleNamespace:
