@@ -101,7 +101,7 @@ def condition_object(job: dict, threads: int, config: dict) -> SimpleNamespace:
 def run_conditions(snakemake) -> None:
     """Run every condition of the batch, in order; then end the process as a script job does
     (gna.pipeline.job: no interpreter teardown)."""
-    from .pipeline import _caused_by_user, _is_script_job, _one_line
+    from .pipeline import _caused_by_user, _is_script_job, exit_with_user_error
 
     for job in snakemake.params.jobs:
         try:
@@ -110,11 +110,7 @@ def run_conditions(snakemake) -> None:
         except BaseException as e:  # as a condition's own job: the user's error in one line, the traceback in its log
             if not (_is_script_job(snakemake) and _caused_by_user(e)):
                 raise
-            where = f" (traceback in {job['log'][0]})" if job["log"] else ""
-            print(f"Error in rule {job['rule']} (batch {snakemake.rule}): {_one_line(e)}{where}", file=sys.stderr)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(1)
+            exit_with_user_error(f"{job['rule']} (batch {snakemake.rule})", e, job["log"][0] if job["log"] else None)
     if _is_script_job(snakemake):
         sys.stdout.flush()
         sys.stderr.flush()

@@ -119,16 +119,21 @@ def job(snakemake):
         if log_path:
             stream.close()
     if user_error is not None:
-        # The one line a user needs on the terminal; the traceback is in the log for a developer.
-        where = f" (traceback in {log_path})" if log_path else ""
-        print(f"Error in rule {snakemake.rule}: {_one_line(user_error)}{where}", file=sys.stderr)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)
+        exit_with_user_error(snakemake.rule, user_error, log_path)
     if _is_script_job(snakemake):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
+
+def exit_with_user_error(rule: str, e: BaseException, log_path: str | None) -> None:
+    """End the process with the one line a user needs on the terminal (exit status 1); the
+    traceback is in the log for a developer."""
+    where = f" (traceback in {log_path})" if log_path else ""
+    print(f"Error in rule {rule}: {_one_line(e)}{where}", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
 
 
 def _caused_by_user(e: BaseException) -> bool:
