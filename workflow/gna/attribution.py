@@ -135,7 +135,6 @@ def _batch_estimates(model, b: ProbeBatch, answers, mixers, score, keep, graddro
         kw["logits_to_keep"] = b.keep_pos
     with ExitStack() as stack:
         acts = stack.enter_context(head_activations(mixers))
-        stack.enter_context(fp32_logits(model))  # the score's log-probs in fp32, as the exact scan's
         flags = stack.enter_context(blockable_layers(model)) if graddrop else []
         S = choice_score(batch_choice_logprobs(model(**kw).logits, b), answers, score).sum()
     for m, got in acts.items():
@@ -180,7 +179,7 @@ def atp_scan(model: nn.Module, encoded: EncodedProbe, mixers: list[Mixer], batch
     signed = {m: 0.0 for m in mixers}  # (R, n_heads) sums over examples
     per_example_abs = {m: 0.0 for m in mixers}  # (n_heads,)
     batches = list(iter_batches(encoded, batch_size))
-    with frozen(model), torch.enable_grad():
+    with frozen(model), torch.enable_grad(), fp32_logits(model):  # log-probs in fp32, as the exact scan's
         for batch in tqdm(batches, desc="attribution", unit="batch", disable=not progress):
             b = batch.to(device)
             answers = encoded.answers[batch.examples].to(device)

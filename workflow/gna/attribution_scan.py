@@ -21,8 +21,8 @@ from torch import nn
 
 from .attribution import atp_scan
 from .errors import ConfigError
-from .probes.scoring import EncodedProbe, score
-from .scan import COLUMNS, _select, rank_heads, scan_heads
+from .probes.scoring import EncodedProbe, ProbeScore, score
+from .scan import COLUMNS, _select, logprob_resolution, scan_heads, tie_keys
 
 EXTRA = ["atp_drop", "atp_magnitude", "exact"]
 KEY = ["layer", "head", "kind"]
@@ -40,9 +40,9 @@ def upper_bound(hits: int, sampled: int, population: int, confidence: float = 0.
     return float(beta.ppf(confidence, hits + 1, sampled - hits)) * population
 
 
-def _beats(a, b) -> bool:
-    """Does exact row ``a`` rank above exact row ``b`` (accuracy drop, then log-prob drop)?"""
-    return (round(a["drop"], 9), round(a["logprob_drop"], 6)) > (round(b["drop"], 9), round(b["logprob_drop"], 6))
+def _beats(a, b, resolution: float) -> bool:
+    """Does exact row ``a`` rank above exact row ``b``, by the ranking's own rule (gna.scan.tie_keys)?"""
+    return tie_keys(a["drop"], a["logprob_drop"], resolution) > tie_keys(b["drop"], b["logprob_drop"], resolution)
 
 
 def by_magnitude(est: pd.DataFrame) -> pd.DataFrame:
@@ -64,8 +64,8 @@ def _atp_only_rows(est: pd.DataFrame, base_acc: float, encoded: EncodedProbe, mo
 def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, candidates: int = 16,
                         guard_sample: int = 8, guard_k: int = 10, atp_score: str = "margin",
                         graddrop: bool = False, seed: int = 0, batch_size: int = 32, max_rows: int = 256,
-                        kinds=None, layers=None, model_name: str = "", progress: bool = True
-                        ) -> tuple[pd.DataFrame, dict]:
+                        kinds=None, layers=None, model_name: str = "", progress: bool = True,
+                        baseline: ProbeScore | None = None) -> tuple[pd.DataFrame, dict]:
     """``(ranking, guard)`` for ``method`` ``atp`` or ``atp+exact`` (see the module docstring).
 
     ``ranking``: the exact scan's ``COLUMNS`` plus ``EXTRA``. ``guard``: a dict with
@@ -77,7 +77,7 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
                    progress=progress)
     guard = dict(method=method, atp_score=atp_score, graddrop=graddrop, n_heads=len(est))
     if method == "atp":
-        base_acc = score(model, encoded, batch_size=batch_size).accuracy
+        base_acc = (score(model, encoded, batch_size=batch_size) if baseline is None else baseline).accuracy
         return _atp_only_rows(est, base_acc, encoded, model_name, 1), guard
     if not isinstance(candidates, int) or candidates < 1:
         raise ConfigError(f"scan.candidates = {candidates!r}: must be a positive number of heads")
@@ -89,14 +89,14 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
     sample = rest.iloc[pick]
     verify = [(int(l), int(h), str(k)) for l, h, k in pd.concat([cand, sample])[KEY].itertuples(index=False)]
     exact = scan_heads(model, encoded, batch_size=batch_size, max_rows=max_rows, kinds=kinds, layers=layers,
-                       model_name=model_name, progress=progress, heads=verify)
+                       model_name=model_name, progress=progress, heads=verify, baseline=baseline)
     exact = exact.merge(est, on=KEY).assign(exact=True)
     # the guard: sampled non-candidates against the k-th best candidate (exact numbers both)
     in_cand = exact.merge(cand[KEY], on=KEY)
     in_sample = exact.merge(sample[KEY], on=KEY)
     k = min(guard_k, len(in_cand))
     bar = in_cand.sort_values("rank").iloc[k - 1] if k else None
-    hits = [] if bar is None else [r for _, r in in_sample.iterrows() if _beats(r, bar)]
+    hits = [] if bar is None else [r for _, r in in_sample.iterrows() if _beats(r, bar, logprob_resolution(model))]
     unverified = rest.drop(rest.index[pick])
     guard.update(candidates=len(cand), sampled=len(sample), guard_k=k,
                  kth_candidate=None if bar is None else dict(layer=int(bar.layer), head=int(bar["head"]),

@@ -13,7 +13,6 @@ from __future__ import annotations
 import inspect
 import os
 import runpy
-import sys
 from types import SimpleNamespace
 
 
@@ -101,17 +100,14 @@ def condition_object(job: dict, threads: int, config: dict) -> SimpleNamespace:
 def run_conditions(snakemake) -> None:
     """Run every condition of the batch, in order; then end the process as a script job does
     (gna.pipeline.job: no interpreter teardown)."""
-    from .pipeline import _caused_by_user, _is_script_job, exit_with_user_error
+    from .pipeline import end_script_job, exit_with_user_error, user_failure
 
     for job in snakemake.params.jobs:
         try:
             runpy.run_path(job["script"], run_name="__main__",
                            init_globals={"snakemake": condition_object(job, snakemake.threads, snakemake.config)})
         except BaseException as e:  # as a condition's own job: the user's error in one line, the traceback in its log
-            if not (_is_script_job(snakemake) and _caused_by_user(e)):
+            if not user_failure(snakemake, e):
                 raise
             exit_with_user_error(f"{job['rule']} (batch {snakemake.rule})", e, job["log"][0] if job["log"] else None)
-    if _is_script_job(snakemake):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+    end_script_job(snakemake)

@@ -135,7 +135,7 @@ def cmd_scan(args) -> int:
                           min_over_chance=args.min_over_chance, force=args.force,
                           what=f"the KV probe ({args.format} format, {args.pairs} pairs, separator {args.separator!r})")
     # As workflow/scripts/head_scan.py does, step for step.
-    ranking, guard = scan(model, encoded, method=args.method, batch_size=args.batch_size,
+    ranking, guard = scan(model, encoded, method=args.method, batch_size=args.batch_size, baseline=checked.baseline,
                           max_rows=args.max_rows, model_name=name, candidates=args.candidates,
                           guard_sample=args.guard_sample, guard_k=args.guard_k, atp_score=args.atp_score,
                           graddrop=args.graddrop, seed=args.seed)

@@ -108,7 +108,7 @@ def job(snakemake):
         yield logging.getLogger(f"gna.{snakemake.rule}")
     except BaseException as e:
         logging.getLogger("gna").exception("rule %s failed", snakemake.rule)
-        if not (_is_script_job(snakemake) and _caused_by_user(e)):
+        if not user_failure(snakemake, e):
             raise
         user_error = e
     finally:
@@ -120,10 +120,21 @@ def job(snakemake):
             stream.close()
     if user_error is not None:
         exit_with_user_error(snakemake.rule, user_error, log_path)
+    end_script_job(snakemake)
+
+
+def end_script_job(snakemake) -> None:
+    """In a Snakemake script job, end the process once its streams are flushed (see :func:`job`);
+    elsewhere (a test's stand-in object) return."""
     if _is_script_job(snakemake):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
+
+def user_failure(snakemake, e: BaseException) -> bool:
+    """A script job failing on the user's input (:func:`_caused_by_user`): it ends with one line."""
+    return _is_script_job(snakemake) and _caused_by_user(e)
 
 
 def exit_with_user_error(rule: str, e: BaseException, log_path: str | None) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import numpy as np
 import pandas as pd
 import torch
 from torch import nn
@@ -19,8 +20,8 @@ from .errors import ConfigError, HeadIndexError
 from .interventions import ablate_heads, capture_layer_inputs, head_mask, start_at_layer
 from .models import adapter_for
 from .models.description import Mixer
-from .probes.scoring import (EncodedProbe, accepts_logits_to_keep, batch_choice_logprobs, fp32_logits, iter_batches,
-                             score)
+from .probes.scoring import (EncodedProbe, ProbeScore, accepts_logits_to_keep, batch_choice_logprobs, fp32_logits,
+                             iter_batches, score)
 
 # Log-prob drops closer than this are ties: the model's own rounding carried through its layers.
 # bf16 keeps 8 significant bits (2^-8 ~ 0.004 relative): micro-llama's bf16 scan moves heads' drops
@@ -62,11 +63,16 @@ def rank_heads(rows: list[dict], baseline: torch.Tensor, encoded: EncodedProbe, 
     df["logprob_drop"] = base_lp - df["answer_logprob"]
     # Rounding before sorting keeps rounding noise (the dtype's, batched vs unbatched sums) from
     # ordering ties; + 0.0 makes -0.0 and 0.0 one value.
-    df["_d"] = df["drop"].round(9)
-    df["_l"] = (df["logprob_drop"] / resolution).round() * resolution + 0.0
+    df["_d"], df["_l"] = tie_keys(df["drop"], df["logprob_drop"], resolution)
     df = df.sort_values(["_d", "_l", "layer", "kind", "head"], ascending=[False, False, True, True, True])
     df["rank"] = range(1, len(df) + 1)
     return df[COLUMNS].reset_index(drop=True)
+
+
+def tie_keys(drop, logprob_drop, resolution: float):
+    """What a ranking compares (floats or Series): the accuracy drop rounded to 1e-9, then the
+    log-prob drop rounded to ``resolution`` nats (+ 0.0 makes -0.0 and 0.0 one value)."""
+    return np.round(drop, 9), np.round(logprob_drop / resolution) * resolution + 0.0
 
 
 def _tally(rows_acc, mixer: Mixer, heads, lp: torch.Tensor, answers: torch.Tensor) -> None:
@@ -81,11 +87,13 @@ def _tally(rows_acc, mixer: Mixer, heads, lp: torch.Tensor, answers: torch.Tenso
 
 @torch.no_grad()
 def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, max_rows: int = 256,
-               kinds=None, layers=None, model_name: str = "", progress: bool = True, heads=None) -> pd.DataFrame:
+               kinds=None, layers=None, model_name: str = "", progress: bool = True, heads=None,
+               baseline: ProbeScore | None = None) -> pd.DataFrame:
     """Accuracy on ``encoded`` with each head alone ablated, for every head of the chosen mixers.
 
     ``max_rows`` bounds a forward's batch (ablation copies x rows); lower it to save memory.
     ``heads``: only these ``(layer, head, kind)`` (``atp+exact``'s candidates); default all.
+    ``baseline``: the unmodified model's score on ``encoded`` where the caller has it (the probe check).
     Returns the ranked tidy table (see ``COLUMNS``).
     """
     mixers = _select(model, kinds, layers)
@@ -93,38 +101,39 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
         wanted = {(int(l), str(k), int(h)) for l, h, k in heads}
         mixers = [m for m in mixers if any((m.layer, m.kind, h) in wanted for h in range(m.n_heads))]
     device = next(model.parameters()).device
-    baseline = score(model, encoded, batch_size=batch_size).logprobs
+    baseline = (score(model, encoded, batch_size=batch_size) if baseline is None else baseline).logprobs
     keep = accepts_logits_to_keep(model)
     totals: dict = defaultdict(lambda: [0, 0.0])
     batches = [b.to(device) for b in iter_batches(encoded, batch_size)]
     by_layer: dict[int, list[Mixer]] = defaultdict(list)
     for m in mixers:
         by_layer[m.layer].append(m)
-    for b in tqdm(batches, desc="head scan", unit="batch", disable=not progress):
-        answers = encoded.answers[b.examples.cpu()].to(device)
-        B = b.input_ids.shape[0]
-        # every scanned layer's input from one forward (one batch's residuals held, layers x (B, T, d))
-        inputs = capture_layer_inputs(model, sorted(by_layer), input_ids=b.input_ids,
-                                      attention_mask=b.attention_mask, use_cache=False)
-        for layer in sorted(by_layer):
-            hidden = inputs.pop(layer)
-            for mixer in by_layer[layer]:
-                per = max(1, max_rows // B)
-                todo = [h for h in range(mixer.n_heads) if heads is None or (mixer.layer, mixer.kind, h) in wanted]
-                for start in range(0, len(todo), per):
-                    chunk = todo[start:start + per]
-                    A = len(chunk)
-                    mask = torch.ones(A, B, mixer.n_heads, device=device)
-                    mask[torch.arange(A), :, torch.tensor(chunk)] = 0
-                    kw = dict(input_ids=b.input_ids.repeat(A, 1), attention_mask=b.attention_mask.repeat(A, 1),
-                              use_cache=False)
-                    if keep:
-                        kw["logits_to_keep"] = b.keep_pos
-                    with start_at_layer(model, layer, hidden.repeat(A, 1, 1)), fp32_logits(model), \
-                            head_mask(model, layer, mask.view(A * B, -1), mixer.kind):
-                        logits = model(**kw).logits
-                    lp = batch_choice_logprobs(logits.view(A, B, *logits.shape[1:]), b)  # (A, E, C)
-                    _tally(totals, mixer, chunk, lp.cpu(), answers.cpu())
+    with fp32_logits(model):  # the head's fp32 copy made once per scan
+        for b in tqdm(batches, desc="head scan", unit="batch", disable=not progress):
+            answers = encoded.answers[b.examples.cpu()].to(device)
+            B = b.input_ids.shape[0]
+            # every scanned layer's input from one forward (one batch's residuals held, layers x (B, T, d))
+            inputs = capture_layer_inputs(model, sorted(by_layer), input_ids=b.input_ids,
+                                          attention_mask=b.attention_mask, use_cache=False)
+            for layer in sorted(by_layer):
+                hidden = inputs.pop(layer)
+                for mixer in by_layer[layer]:
+                    per = max(1, max_rows // B)
+                    todo = [h for h in range(mixer.n_heads) if heads is None or (mixer.layer, mixer.kind, h) in wanted]
+                    for start in range(0, len(todo), per):
+                        chunk = todo[start:start + per]
+                        A = len(chunk)
+                        mask = torch.ones(A, B, mixer.n_heads, device=device)
+                        mask[torch.arange(A), :, torch.tensor(chunk)] = 0
+                        kw = dict(input_ids=b.input_ids.repeat(A, 1), attention_mask=b.attention_mask.repeat(A, 1),
+                                  use_cache=False)
+                        if keep:
+                            kw["logits_to_keep"] = b.keep_pos
+                        with start_at_layer(model, layer, hidden.repeat(A, 1, 1)), \
+                                head_mask(model, layer, mask.view(A * B, -1), mixer.kind):
+                            logits = model(**kw).logits
+                        lp = batch_choice_logprobs(logits.view(A, B, *logits.shape[1:]), b)  # (A, E, C)
+                        _tally(totals, mixer, chunk, lp.cpu(), answers.cpu())
     rows = [dict(layer=l, kind=k, head=h, accuracy=c / len(encoded), answer_logprob=s / len(encoded))
             for (l, k, h), (c, s) in totals.items()]
     return rank_heads(rows, baseline, encoded, model_name, logprob_resolution(model))
@@ -163,14 +172,15 @@ METHODS = ("exact", "atp", "atp+exact")
 
 
 def scan(model: nn.Module, encoded: EncodedProbe, method: str = "exact", batch_size: int = 32, max_rows: int = 256,
-         kinds=None, layers=None, model_name: str = "", progress: bool = True, **atp) -> tuple[pd.DataFrame, dict]:
+         kinds=None, layers=None, model_name: str = "", progress: bool = True, baseline: ProbeScore | None = None,
+         **atp) -> tuple[pd.DataFrame, dict]:
     """``(ranking, guard)`` by ``method``: ``exact`` is :func:`scan_heads` (the paper's ranking);
     ``atp`` and ``atp+exact`` are :func:`gna.attribution_scan.attribution_ranking`, which takes
     ``atp`` (candidates, guard_sample, guard_k, atp_score, graddrop, seed; ``exact`` ignores them)."""
     if method not in METHODS:
         raise ConfigError(f"scan.method = {method!r}: expected one of {', '.join(METHODS)}")
     common = dict(batch_size=batch_size, max_rows=max_rows, kinds=kinds, layers=layers, model_name=model_name,
-                  progress=progress)
+                  progress=progress, baseline=baseline)
     if method == "exact":
         ranking = scan_heads(model, encoded, **common)
         return ranking, dict(method="exact", n_heads=len(ranking))

@@ -288,7 +288,7 @@ rule distill_tokens:
         name=r"(train|heldout)-[0-9a-f]{10}",
     params:
         spec=lambda wc: model_spec(wc.teacher),
-        # data (the mix), split, seed, rows (gna.experiments.token_shards.token_sets)
+        # data (the mix), split, seed, rows (gna.experiments.token_sets)
         tokens=lambda wc, output: {k: v for k, v in TOKEN_SETS[output[0]].items() if k != "readers"},
     threads: max(THREADS, 8)
     log:

@@ -16,7 +16,7 @@ with job(snakemake) as log:
     encoded = encode(examples, tok)
     checked = check_probe(model, tok, encoded, batch_size=p.batch_size, **p.probe_check,
                           what=f"the KV probe {snakemake.input.probe} (scan.probe_check)")
-    ranking, guard = scan(model, encoded, method=p.method, batch_size=p.batch_size,
+    ranking, guard = scan(model, encoded, method=p.method, batch_size=p.batch_size, baseline=checked.baseline,
                           max_rows=p.max_rows, model_name=snakemake.wildcards.model, **p.atp)
     ranking = ranking.assign(**checked.columns())
     log.info("%s", guard_summary(guard))

@@ -2,7 +2,7 @@
 from gna.experiments.row_sweep import sweep_rows
 from gna.io import write_csv
 from gna.models import load_model
-from gna.pipeline import config_hash, job, package_versions
+from gna.pipeline import config_hash, job, provenance
 from gna.probes.kv import read_jsonl
 
 with job(snakemake) as log:
@@ -13,6 +13,5 @@ with job(snakemake) as log:
     log.info("row sweep of %s (%s) over %s", head_set, heads, p.conditions)
     rows = sweep_rows(model, tok, tasks, heads, head_set, p.batch_size, p.fields, p.conditions)
     rows["config_hash"] = config_hash([p.spec, p.tasks, heads, list(p.conditions), {t: len(v) for t, v in tasks.items()}])
-    for k, v in package_versions().items():
-        rows[f"v_{k}"] = v
+    rows = rows.assign(**provenance())
     write_csv(rows, snakemake.output[0])

@@ -77,12 +77,13 @@ def prompt_position_sets(examples: list[dict], tokenizer) -> list[dict[str, list
 
 @torch.no_grad()
 def row_masked_accuracy(model, tokenizer, examples: list[dict], heads, condition: str, batch_size: int = 16,
-                        sets: list[dict] | None = None) -> float:
+                        sets: list[dict] | None = None, enc=None) -> float:
     """MMLU accuracy with ``heads`` (:func:`gna.interventions.head_set`) masked at ``condition``'s
-    positions of every prompt (``none``: nothing masked)."""
+    positions of every prompt (``none``: nothing masked). ``sets`` and ``enc`` (the encoded
+    prompts): computed here unless the caller, sweeping several conditions, has them."""
     if condition not in CONDITIONS:
         raise ProbeError(f"row sweep condition {condition!r} is not one of {CONDITIONS}")
-    enc = encode(examples, tokenizer, name="row sweep")
+    enc = enc if enc is not None else encode(examples, tokenizer, name="row sweep")
     sets = sets or prompt_position_sets(examples, tokenizer)
     device = next(model.parameters()).device
     current: list[torch.Tensor] = []   # the (B, T) mask of the batch running now
@@ -111,9 +112,9 @@ def sweep_rows(model, tokenizer, tasks: dict[str, list[dict]], heads, head_label
     """Tidy rows (``fields`` + head_set, heads, condition, task, metric=acc, value, n) of the sweep."""
     rows = []
     for task, examples in tasks.items():
-        sets = prompt_position_sets(examples, tokenizer)
+        sets, enc = prompt_position_sets(examples, tokenizer), encode(examples, tokenizer, name="row sweep")
         for cond in tqdm(conditions, desc=f"row sweep {task}", leave=False):
-            acc = row_masked_accuracy(model, tokenizer, examples, heads, cond, batch_size, sets)
+            acc = row_masked_accuracy(model, tokenizer, examples, heads, cond, batch_size, sets, enc)
             log.info("%s masked at %s: %s acc %.3f (%d)", head_label, cond, task, acc, len(examples))
             rows.append(dict(fields, head_set=head_label, heads=heads if isinstance(heads, str) else
                              " ".join(f"L{h[0]}H{h[1]}" for h in heads),

@@ -48,7 +48,6 @@ class World:
     """This process' place among the stage's ranks (one rank, no group: size 1)."""
     rank: int = 0
     size: int = 1
-    local_rank: int = 0
 
     @property
     def main(self) -> bool:
@@ -156,7 +155,7 @@ def current() -> World:
     """The world of this process: the initialised process group's, else one rank."""
     if not dist.is_initialized():
         return World()
-    return World(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)))
+    return World(dist.get_rank(), dist.get_world_size())
 
 
 def launched_size() -> int:

@@ -110,6 +110,7 @@ def head_token_sum(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     return (x * w).sum(dim=(0, 1)).double()
 
 
+@torch.no_grad()
 def collect_head_means(model: nn.Module, batches: Iterable[dict]) -> dict[tuple[int, str], torch.Tensor]:
     """Mean of every head's output over all real tokens of ``batches`` (for mean ablation).
 

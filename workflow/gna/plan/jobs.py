@@ -23,8 +23,8 @@ from .estimate import GB, Estimate, Hardware
 
 ROOT = Path(__file__).resolve().parents[3]
 RESUMABLE = {"align_student", "distill_matrices", "distill_stage"}
-BUCKET_ELEMENTS = 25 * 2**20  # gna.hybrid.distributed.BUCKET_ELEMENTS (not imported: that module needs torch)
 """Rules that checkpoint and resume: a job killed at its time limit continues on its next attempt."""
+BUCKET_ELEMENTS = 25 * 2**20  # gna.hybrid.distributed.BUCKET_ELEMENTS (not imported: that module needs torch)
 
 
 class PlanError(ValueError):

@@ -9,7 +9,7 @@ stops with a :class:`~gna.errors.ProbeError` that says what is wrong and what to
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import ProbeError
 
@@ -30,6 +30,7 @@ class ProbeCheck:
     max_unknown_share: float
     min_over_chance: float    # the baseline must beat chance by at least this (accuracy points)
     forced: bool = False
+    baseline: object = field(default=None, repr=False)  # the ProbeScore measured (the scan reuses it)
 
     def problems(self) -> list[str]:
         out = []
@@ -65,8 +66,9 @@ def check_probe(model, tokenizer, encoded, batch_size: int = 32, max_unknown_sha
     raise a ProbeError naming every problem and the remedies, unless ``force``."""
     from .scoring import score
 
-    result = ProbeCheck(unknown_share=unknown_share(encoded, tokenizer),
-                        baseline_accuracy=score(model, encoded, batch_size=batch_size).accuracy,
+    baseline = score(model, encoded, batch_size=batch_size)
+    result = ProbeCheck(unknown_share=unknown_share(encoded, tokenizer), baseline_accuracy=baseline.accuracy,
+                        baseline=baseline,
                         chance_accuracy=1 / encoded.n_choices, max_unknown_share=max_unknown_share,
                         min_over_chance=min_over_chance, forced=force)
     problems = result.problems()
