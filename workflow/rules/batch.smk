@@ -3,11 +3,11 @@
 # With batch_conditions != 1, the conditions of one evaluation rule and one model (up to
 # batch_conditions of them; 0: all) run in one job, rule `batch`: it runs the rule's own script once
 # per condition, in one process, with that condition's params, input, output and log, computed
-# from the rule itself (its params and inputs stay the one definition; gna.batch). Output names
+# from the rule itself (its params and inputs stay the one definition; gna.condition_batches). Output names
 # are the rule's, so every consumer is unchanged. With 1 (the default; the paper preset) no batch
 # rule exists and the DAG is one job per condition.
 
-from gna import batch as batches
+from gna import condition_batches as batches
 
 BATCH_CONDITIONS = config["batch_conditions"]
 # Evaluation rules whose conditions are batched: one model, several conditions. Not evaluate_hybrid:
