@@ -17,6 +17,7 @@ Log-probs are computed in float32 (``softmax_dtype``), whatever the model's dtyp
 """
 from __future__ import annotations
 
+import functools
 import logging
 from contextlib import contextmanager
 from pathlib import Path
@@ -85,8 +86,8 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
     from lm_eval.models.huggingface import HFLM
 
     check_fewshot(tasks, task_definitions, lambda t: fewshot_of(t, num_fewshot))
-    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=max_length,
-              add_bos_token=add_bos_token, softmax_dtype=torch.float32)
+    lm = encoding_once(HFLM)(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=max_length,
+                             add_bos_token=add_bos_token, softmax_dtype=torch.float32)
     settings = {"add_bos_token": starts_with_bos(lm, tokenizer), "max_length": int(lm.max_length),
                 "fewshot_as_multiturn": fewshot_as_multiturn, "task_definitions": task_definitions}
     groups: dict[tuple[bool, int], list[str]] = {}
@@ -105,6 +106,32 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
                 out[task] = {_metric_key(k): float(v) for k, v in metrics.items()
                              if "stderr" not in k and k not in ("alias", "sample_len") and isinstance(v, (int, float))}
     return out
+
+
+@functools.cache
+def encoding_once(base: type) -> type:
+    """lm-eval's ``HFLM`` (``base``) encoding each distinct string once per evaluation.
+
+    A multiple-choice request encodes its context once per choice, and again with each
+    continuation (``TemplateLM._encode_pair``), and every encoding decodes the BOS token to look
+    for it: a KV probe of 12 pairs encodes each prompt 24 times, a quarter of a micro model's
+    evaluation. The tokenizer is a pure function of its input, so the ids are the same; each call
+    gets its own list, as from the tokenizer."""
+
+    class EncodingOnce(base):
+        def tok_encode(self, string, add_special_tokens=None, left_truncate_len=None, **kwargs):
+            if kwargs:
+                return super().tok_encode(string, add_special_tokens=add_special_tokens,
+                                          left_truncate_len=left_truncate_len, **kwargs)
+            memo = self.__dict__.setdefault("_gna_encoded", {})
+            key = (string, add_special_tokens, left_truncate_len)
+            if key not in memo:
+                memo[key] = tuple(super().tok_encode(string, add_special_tokens=add_special_tokens,
+                                                     left_truncate_len=left_truncate_len))
+            return list(memo[key])
+
+    EncodingOnce.__qualname__ = EncodingOnce.__name__ = f"EncodingOnce{base.__name__}"
+    return EncodingOnce
 
 
 def starts_with_bos(lm, tokenizer) -> bool:

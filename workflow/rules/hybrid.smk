@@ -92,6 +92,9 @@ TOKEN_SETS = token_sets(config)
 # them with torchrun, or srun on several nodes: then one task per GPU). Not params: the number of ranks
 # changes no result (to the rounding of the gradients' sums), and a stage resumes on any number of ranks.
 DISTILL_GPUS, DISTILL_NODES = stage_world(DISTILL)
+# The distillation is the study's longest chain (stage 1 -> 2 -> 3 -> evaluation per student): its jobs
+# go first whenever they are ready, and the short ones fill in around them instead of trailing it.
+DISTILL_PRIORITY = 1
 if DISTILL:
     check_split([DISTILL_STAGE[s]["data"].get("batch_size", 16) for s in DISTILL_STAGE], DISTILL_GPUS * DISTILL_NODES)
 DISTILL_GPU = GPUS and DISTILL_GPUS * DISTILL_NODES  # all of the job's GPUs (none in a CPU-only study)
@@ -195,6 +198,7 @@ rule distill_matrices:
         ckpt=lambda wc: f"results/hybrid/{wc.teacher}/s{wc.state}/stage1.ckpt",
         run=lambda wc: DISTILL_STAGE[1],
         micro_data=MICRO_DATA,
+    priority: DISTILL_PRIORITY
     threads: THREADS
     resources:
         gpu=DISTILL_GPU,
@@ -230,6 +234,7 @@ rule distill_stage:
         ckpt=lambda wc: f"results/hybrid/{wc.teacher}/k{wc.k}-s{wc.state}-{wc.selection}/stage{wc.stage}.ckpt",
         run=lambda wc: DISTILL_STAGE[int(wc.stage)],
         micro_data=MICRO_DATA,
+    priority: DISTILL_PRIORITY
     threads: THREADS
     resources:
         gpu=DISTILL_GPU,
@@ -265,6 +270,7 @@ rule evaluate_hybrid:
         data=lambda wc: DISTILL["data"],
         heldout_batches=lambda wc: DISTILL["heldout_batches"],
         seed=DISTILL.get("seed", config["seed"]),
+    priority: DISTILL_PRIORITY
     threads: THREADS
     resources:
         **MODEL_RESOURCES,

@@ -1,4 +1,8 @@
 """MMLU with a head set's output rows masked at each named position set of the prompt in turn."""
+from gna.warm_start import hand_over
+
+hand_over(snakemake)  # first: a local run's job forks from a warm interpreter (gna.warm_start)
+
 from gna.experiments.row_sweep import sweep_rows
 from gna.io import write_csv
 from gna.models import load_model

@@ -283,7 +283,7 @@ def plan(config: dict, jobs: list[tuple[str, dict]], hw: Hardware | None = None,
         e = estimate_job(s, rule, wc, rule in gpus)
         rows.append(Row(rule, ",".join(f"{k}={v}" for k, v in sorted(wc.items())), e.gpu, round(e.gpu_gb, 2),
                         round(e.host_gb, 2), e.hours, e.resumable or rule in RESUMABLE, e.gpus if e.gpu else 0))
-    return rows
+    return sorted(rows, key=lambda r: (r.rule, r.wildcards))  # Snakemake lists the jobs in no fixed order
 
 
 def summary(rows: list[Row]) -> list[dict]:
