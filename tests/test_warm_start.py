@@ -34,7 +34,7 @@ forked = os.getppid() != int(os.environ["TEST_PARENT"])  # the server's child, n
 print(f"ran {forked} child={warm_start._in_child} seed={torch.initial_seed()} cwd={os.getcwd()}")
 print("to stderr", file=sys.stderr)
 if sys.argv[1] == "sleep":
-    open(sys.argv[2], "w").write(str(os.getpid()))
+    open(sys.argv[2], "w").write(f"{os.getpid()} {os.getppid()}")
     time.sleep(60)
 sys.exit(int(sys.argv[1]))
 """
@@ -71,6 +71,10 @@ def test_a_job_runs_in_a_fork_of_the_server_with_its_own_streams_status_and_dire
     assert log.count("importing") == 1  # one server, its imports paid once
 
 
+def gone(pid: int) -> bool:
+    return not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+
+
 def test_signals_reach_the_job_and_a_dead_client_takes_its_job_along(job_script):
     run_job(job_script, "0")  # the server is up
     pidfile = job_script / "pid"
@@ -82,14 +86,34 @@ def test_signals_reach_the_job_and_a_dead_client_takes_its_job_along(job_script)
         while not pidfile.exists() or not pidfile.read_text():
             assert time.time() < deadline
             time.sleep(0.05)
-        child = int(pidfile.read_text())
+        child = int(pidfile.read_text().split()[0])
         assert child != client.pid
         client.send_signal(sig)
         assert client.wait(timeout=30) == -sig  # the client ends as its job did (or was killed itself)
         deadline = time.time() + 10
-        while Path(f"/proc/{child}").exists() and "Z" not in Path(f"/proc/{child}/stat").read_text().split()[2]:
+        while not gone(child):
             assert time.time() < deadline, f"the job outlived its client ({sig.name})"
             time.sleep(0.05)
+
+
+def test_a_job_dies_with_its_server_and_the_next_job_starts_a_new_one(job_script):
+    run_job(job_script, "0")
+    pidfile = job_script / "pid2"
+    client = subprocess.Popen([sys.executable, "job.py", "sleep", str(pidfile)], cwd=job_script, env=ENV,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not pidfile.exists() or not pidfile.read_text():
+        assert time.time() < deadline
+        time.sleep(0.05)
+    child, server = map(int, pidfile.read_text().split())
+    os.kill(server, signal.SIGKILL)
+    assert client.wait(timeout=30) == 1 and "server ended before the job did" in client.stderr.read()
+    deadline = time.time() + 10
+    while not gone(child):
+        assert time.time() < deadline, "the job outlived its server"
+        time.sleep(0.05)
+    again = run_job(job_script, "0")
+    assert again.returncode == 0 and again.stdout.startswith("ran True child=True")
 
 
 def test_the_server_idles_out(tmp_path):

@@ -336,6 +336,7 @@ def _fork_job(conn: socket.socket, listener, wake_r: int, wake_w: int, jobs: dic
         return None
     sys.stdout.flush()
     sys.stderr.flush()
+    server = os.getpid()
     pid = os.fork()
     if pid:
         for fd in fds:
@@ -349,7 +350,7 @@ def _fork_job(conn: socket.socket, listener, wake_r: int, wake_w: int, jobs: dic
             s.close()
         os.close(wake_r)
         os.close(wake_w)
-        _become_job(request, fds)
+        _become_job(request, fds, server)
     finally:
         os._exit(1)  # _become_job exits itself; this is for a failure in the lines above
 
@@ -374,7 +375,7 @@ def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
     return json.loads(body), list(fds)
 
 
-def _become_job(request: dict, fds: list[int]) -> None:
+def _become_job(request: dict, fds: list[int], server: int) -> None:
     """In the forked child: take the client's descriptors, directory, environment and arguments,
     run its script as ``__main__`` and exit with its status."""
     global _in_child
@@ -382,6 +383,7 @@ def _become_job(request: dict, fds: list[int]) -> None:
     import traceback
 
     _in_child = True
+    _die_with_server(server)
     for signum in (signal.SIGINT, signal.SIGCHLD):
         signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
     for target, fd in zip((0, 1, 2), fds):
@@ -408,6 +410,19 @@ def _become_job(request: dict, fds: list[int]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _die_with_server(server: int) -> None:
+    """A job whose server dies is terminated too: its client has already reported it failed, and a
+    job going on would write outputs Snakemake has given up on (``PR_SET_PDEATHSIG``)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != server:  # the server died before the line above
+        os._exit(1)
 
 
 def _fresh_random_state() -> None:
