@@ -77,6 +77,12 @@ def test_jsonl_round_trip_and_errors(tmp_path):
     bad.write_text(json.dumps(examples[0]) + "\n{not json\n")
     with pytest.raises(ProbeError, match="bad.jsonl.*line 2"):
         read_jsonl(bad)
+    # lm-eval reads 'answer' as the index of the right choice: a string, or an index past the
+    # choices, is refused by file and line (an lm-eval task of that file too)
+    for wrong in ("3", len(examples[0]["choices"])):
+        bad.write_text(json.dumps(examples[0]) + "\n" + json.dumps({**examples[1], "answer": wrong}) + "\n")
+        with pytest.raises(ProbeError, match="bad.jsonl.*line 2.*'answer' the index"):
+            lm_eval_task_config(bad, "kv_bad")
 
 
 def test_lm_eval_agrees_with_scorer(tiny_model, word_tokenizer, tmp_path, monkeypatch):
