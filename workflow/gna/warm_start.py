@@ -85,8 +85,9 @@ def hand_over(snakemake) -> None:
 def _wanted(snakemake) -> bool:
     if _in_child or not sys.platform.startswith("linux") or os.environ.get("SLURM_JOB_ID"):
         return False
-    cls = type(snakemake)  # a test's stand-in, or a batch's condition (gna.condition_batches): no
-    if not (cls.__name__ == "Snakemake" and cls.__module__.split(".")[0] == "snakemake"):
+    from .pipeline import _is_script_job
+
+    if not _is_script_job(snakemake):  # a test's stand-in, or a batch's condition (gna.condition_batches)
         return False
     return bool((getattr(snakemake, "config", None) or {}).get("warm_start"))
 
@@ -248,8 +249,9 @@ def serve(name: str, idle_s: float = IDLE_S) -> None:
     start = time.time()
     failed = preload()
     log(f"imported in {time.time() - start:.1f} s" + (f"; failed: {failed}" if failed else ""))
-    if _threads() != 1:  # a fork would copy locks held by threads the child lacks
-        log(f"{_threads()} threads after the imports: not serving (jobs start cold)")
+    threads = _threads()
+    if threads != 1:  # a fork would copy locks held by threads the child lacks
+        log(f"{threads} threads after the imports: not serving (jobs start cold)")
         return
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     wake_r, wake_w = os.pipe()
@@ -384,8 +386,8 @@ def _become_job(request: dict, fds: list[int], server: int) -> None:
 
     _in_child = True
     _die_with_server(server)
-    for signum in (signal.SIGINT, signal.SIGCHLD):
-        signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # the server ignores it; a job must not
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     for target, fd in zip((0, 1, 2), fds):
         os.dup2(fd, target)
         os.close(fd)
