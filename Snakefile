@@ -1,17 +1,31 @@
 # Gather-and-Aggregate reproduction. `snakemake --cores all` runs the study named by config.yaml
 # (the micro study, on a laptop CPU); `--configfile workflow/configs/paper.yaml` the paper's.
 import os
+import sys
 
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 
-# The default study unless --configfile names another (a preset replaces it, not merges into it).
-if not config:
+# The study: config.yaml unless --configfile names a preset (a preset replaces config.yaml, not
+# merges into it); `--config key=value` then changes that key of the study in use, as in any
+# Snakemake workflow (Snakemake merges it into the config files). Errors in the study config end
+# in one line naming the file, key or rule (gna.config_checks), with no Python frames.
+from gna.errors import GnaError
+from gna.study_config import check_yaml_file, exit_with_config_error, retire_keys, typed_overrides
 
-    configfile: os.path.join(workflow.basedir, "config.yaml")
+try:
+    if not workflow.config_settings.configfiles:
+        check_yaml_file(os.path.join(workflow.basedir, "config.yaml"))
 
+        configfile: os.path.join(workflow.basedir, "config.yaml")
+
+    typed_overrides(config, workflow.config_settings.config)
+    for note in retire_keys(config):
+        print(note, file=sys.stderr)
+except GnaError as e:
+    exit_with_config_error(e)
 
 
 # The HTML report (`snakemake --report report.html`) opens on what the study is, findings first.
@@ -24,20 +38,23 @@ from gna.report.missing_metadata import quiet_missing_metadata
 quiet_missing_metadata()
 
 
-include: "workflow/rules/common.smk"
-include: "workflow/rules/models.smk"
-include: "workflow/rules/probes.smk"
-include: "workflow/rules/scan.smk"
-include: "workflow/rules/pruning.smk"
-include: "workflow/rules/heads.smk"
-include: "workflow/rules/memory.smk"
-include: "workflow/rules/masking.smk"
-include: "workflow/rules/hybrid.smk"
-include: "workflow/rules/report.smk"
-include: "workflow/rules/batch.smk"  # micro scale: several conditions per job (batch_conditions)
-include: "workflow/rules/micro.smk"
-include: "workflow/rules/check.smk"  # `snakemake check_figures`: against the committed figures/
-include: "workflow/rules/plan.smk"  # `snakemake plan`: the resource plan, not part of all
+try:
+    include: "workflow/rules/common.smk"
+    include: "workflow/rules/models.smk"
+    include: "workflow/rules/probes.smk"
+    include: "workflow/rules/scan.smk"
+    include: "workflow/rules/pruning.smk"
+    include: "workflow/rules/heads.smk"
+    include: "workflow/rules/memory.smk"
+    include: "workflow/rules/masking.smk"
+    include: "workflow/rules/hybrid.smk"
+    include: "workflow/rules/report.smk"
+    include: "workflow/rules/batch.smk"  # micro scale: several conditions per job (batch_conditions)
+    include: "workflow/rules/micro.smk"
+    include: "workflow/rules/check.smk"  # `snakemake check_figures`: against the committed figures/
+    include: "workflow/rules/plan.smk"  # `snakemake plan`: the resource plan, not part of all
+except GnaError as e:  # a config value refused while the rules are read: one line
+    exit_with_config_error(e)
 
 
 rule all:

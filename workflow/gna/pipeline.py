@@ -38,11 +38,22 @@ def deterministic_torch() -> None:
     exist (CUDA ``index_add_``, scatter, cumsum ...; warn_only: ops without one, e.g. SDPA's
     memory-efficient backward, warn in the log rather than fail) and cuBLAS's fixed workspace
     (read when CUDA starts, so set before). mamba-ssm's Triton kernels are outside torch's switch:
-    their backward (atomic adds) stays nondeterministic (see the README's reproduction notes)."""
+    their backward (atomic adds) stays nondeterministic (see the README's reproduction notes).
+
+    torch's public switch also sets Inductor's ``deterministic`` flag, and importing Inductor's
+    config for it imports TorchDynamo: 1.5-3.5 s of every model job, for a compiler no job runs.
+    So the switch is thrown directly, and Inductor gets its flag from the environment variable
+    it reads when (if ever) it is imported; where it already is, it is set as torch would."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    os.environ.setdefault("TORCHINDUCTOR_DETERMINISTIC", "1")
     import torch
 
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    inductor = sys.modules.get("torch._inductor.config")
+    switch = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if switch is None or inductor is not None:  # a torch without the private switch: the public one
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    else:
+        switch(True, warn_only=True)
 
 
 def keep_freed_memory() -> None:

@@ -1,8 +1,5 @@
 """A Llamba aligned layer by layer to a transformer (MOHAWK stages 1-2, no end-to-end stage):
 the micro counterpart of Llamba-8B-unaligned for the layer swap (Fig. 7)."""
-from gna.warm_start import hand_over
-
-hand_over(snakemake)  # first: a local run's job forks from a warm interpreter (gna.warm_start)
 
 import shutil
 

@@ -1,7 +1,4 @@
 """Table 1's head search: each head of the critical pair ablated alone in the minimal model, MMLU."""
-from gna.warm_start import hand_over
-
-hand_over(snakemake)  # first: a local run's job forks from a warm interpreter (gna.warm_start)
 
 import json
 

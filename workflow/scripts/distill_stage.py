@@ -1,8 +1,5 @@
 """Stages 2-3 of retrieval-guided hybrid distillation (2 hidden states, 3 logits): gna.hybrid.stage_job,
 on hybrid_distillation.gpus_per_stage x nodes ranks."""
-from gna.warm_start import hand_over
-
-hand_over(snakemake)  # first: a local run's job forks from a warm interpreter (gna.warm_start)
 
 import sys
 

@@ -1,8 +1,5 @@
 """Evaluate a distilled hybrid student (or its teacher): KV retrieval, SWDE-like, MMLU, knowledge,
 LAMBADA through lm-eval, plus perplexity on held-out distillation data."""
-from gna.warm_start import hand_over
-
-hand_over(snakemake)  # first: a local run's job forks from a warm interpreter (gna.warm_start)
 
 import pandas as pd
 

@@ -1,7 +1,4 @@
 """A multiple-choice task's rows {prompt, choices, answer}, as lm-eval builds them (masking experiment)."""
-from gna.warm_start import hand_over
-
-hand_over(snakemake)  # first: a local run's job forks from a warm interpreter (gna.warm_start)
 
 from gna.evaluate import TaskSuite
 from gna.experiments.ssm_masking import export_mc_examples

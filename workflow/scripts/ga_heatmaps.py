@@ -1,7 +1,4 @@
 """Heatmaps of the top Gather and Aggregate heads of each model on one KV prompt."""
-from gna.warm_start import hand_over
-
-hand_over(snakemake)  # first: a local run's job forks from a warm interpreter (gna.warm_start)
 
 from gna.models import load_model
 from gna.pipeline import job

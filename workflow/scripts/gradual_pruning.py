@@ -1,7 +1,4 @@
 """Fig. 2: one model truncated to a depth (its first n layers), evaluated on MMLU and knowledge."""
-from gna.warm_start import hand_over
-
-hand_over(snakemake)  # first: a local run's job forks from a warm interpreter (gna.warm_start)
 
 from gna.experiments.run import evaluation_rows
 from gna.io import write_csv

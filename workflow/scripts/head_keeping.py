@@ -2,9 +2,6 @@
 
 Heads are the config's named ones (the paper's) or the discovered ones: in each of the two
 critical layers, the head(s) whose removal alone costs MMLU most (rule critical_heads)."""
-from gna.warm_start import hand_over
-
-hand_over(snakemake)  # first: a local run's job forks from a warm interpreter (gna.warm_start)
 
 import json
 

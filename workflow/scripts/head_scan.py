@@ -1,7 +1,4 @@
 """Rank every head by the KV-retrieval drop when it alone is ablated (scan.method); classify the top ones."""
-from gna.warm_start import hand_over
-
-hand_over(snakemake)  # first: a local run's job forks from a warm interpreter (gna.warm_start)
 
 from gna.attribution_scan import guard_summary
 from gna.ga_patterns import classify_heads

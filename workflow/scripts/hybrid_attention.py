@@ -1,8 +1,5 @@
 """A hybrid's attention heads (top-k of the KV ranking among attention heads, or all) masked at the
 answer position (last_row: the official Zamba2 experiment) or ablated whole (ablate); evaluate."""
-from gna.warm_start import hand_over
-
-hand_over(snakemake)  # first: a local run's job forks from a warm interpreter (gna.warm_start)
 
 import pandas as pd
 

@@ -1,7 +1,4 @@
 """Remove one layer from the minimal model and evaluate (layers past the minimal depth: n/a)."""
-from gna.warm_start import hand_over
-
-hand_over(snakemake)  # first: a local run's job forks from a warm interpreter (gna.warm_start)
 
 import json
 

@@ -1,7 +1,4 @@
 """Inference-memory tables: formula vs published, and measured caches of the study's models."""
-from gna.warm_start import hand_over
-
-hand_over(snakemake)  # first: a local run's job forks from a warm interpreter (gna.warm_start)
 
 from gna.models import load_model
 from gna.pipeline import job

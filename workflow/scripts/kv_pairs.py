@@ -3,9 +3,6 @@ on one probe set per (pairs, probe seed) (kv_pairs.probe_seeds).
 
 The heads are the config's named ones (a role may have several) or the scan's top head classified
 in that role."""
-from gna.warm_start import hand_over
-
-hand_over(snakemake)  # first: a local run's job forks from a warm interpreter (gna.warm_start)
 
 import pandas as pd
 

@@ -1,7 +1,4 @@
 """Fig. 7: the aligned SSM with the teacher's whole decoder layer i swapped in (or none); evaluate."""
-from gna.warm_start import hand_over
-
-hand_over(snakemake)  # first: a local run's job forks from a warm interpreter (gna.warm_start)
 
 from contextlib import nullcontext
 

@@ -1,8 +1,5 @@
 """Build a random-init tiny model (smoke tests, benchmarks) and save it like a HF model,
 with the micro world's word-level tokenizer (it covers the KV probe and every micro task)."""
-from gna.warm_start import hand_over
-
-hand_over(snakemake)  # first: a local run's job forks from a warm interpreter (gna.warm_start)
 
 from gna.io import atomic_path
 from gna.micro.tasks import micro_vocabulary

@@ -1,7 +1,4 @@
 """MMLU with a head set's output rows masked at each named position set of the prompt in turn."""
-from gna.warm_start import hand_over
-
-hand_over(snakemake)  # first: a local run's job forks from a warm interpreter (gna.warm_start)
 
 from gna.experiments.row_sweep import sweep_rows
 from gna.io import write_csv

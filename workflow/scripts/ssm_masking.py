@@ -1,7 +1,4 @@
 """Score MMLU-format and knowledge tasks with the SSM's G&A heads (named, or the scan's top) masked."""
-from gna.warm_start import hand_over
-
-hand_over(snakemake)  # first: a local run's job forks from a warm interpreter (gna.warm_start)
 
 import pandas as pd
 

@@ -3,9 +3,6 @@ the random-k control (``draw`` wildcard ``-random<seed>``): k heads drawn with t
 the same kinds.
 
 With ``kinds`` (Zamba2's slide tables: attention) k counts, and ranks among, those heads only."""
-from gna.warm_start import hand_over
-
-hand_over(snakemake)  # first: a local run's job forks from a warm interpreter (gna.warm_start)
 
 import pandas as pd
 

@@ -1,7 +1,4 @@
 """Train one micro model from scratch (gna.micro.train) into the rule's output directory."""
-from gna.warm_start import hand_over
-
-hand_over(snakemake)  # first: a local run's job forks from a warm interpreter (gna.warm_start)
 
 from gna.micro.train import train
 from gna.pipeline import job

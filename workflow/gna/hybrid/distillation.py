@@ -461,6 +461,8 @@ def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tok
             for _, old in found if main else ():
                 shutil.rmtree(old)
         torch.manual_seed(seed)
+    # every attempt's world size, kept in the checkpoints: a stage resumed on another number of ranks says so
+    state.setdefault("attempts", []).append({"ranks": world.size, "from_step": state["step"]})
     world.broadcast(student)
 
     data_iter = world.shard(data_iter)  # this rank's rows of each batch

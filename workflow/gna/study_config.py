@@ -1,0 +1,105 @@
+"""How the Snakefile reads the study config: which file, what ``--config key=value`` changes, and
+how a config error ends (one line, no Python frames). Standard library and PyYAML only: every
+``snakemake`` call pays for what is imported here.
+
+- ``config.yaml`` is the study unless ``--configfile`` names a preset, which replaces it;
+  ``--config key=value`` then changes that key of the study in use (Snakemake merges it into the
+  config files' values, nested mappings key by key).
+- Snakemake reads a nested ``--config`` value with YAML's base loader, so every scalar inside it
+  is a string (``nodes: '2'``): :func:`typed_overrides` gives those scalars their YAML type, as the
+  same text in a config file would have.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .config_checks import StudyConfigError
+
+# Keys a former version read, with why they are gone: a config that still sets one runs, with a note.
+RETIRED_KEYS = {
+    "warm_start": "model jobs always start their own Python process; a shared pre-imported server "
+                  "could not run a job with its caller's limits, process tree and benchmark "
+                  "(docs/running-jobs.md, 'Why a job starts cold')",
+}
+
+
+def check_yaml_file(path) -> None:
+    """Refuse a config file that is not YAML, is empty, or is not a mapping, naming the file and
+    the line (Snakemake's own message names neither)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as e:
+        raise StudyConfigError(f"config error: cannot read {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path} line {mark.line + 1}, column {mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise StudyConfigError(f"config error: {where}: not valid YAML: {problem}") from None
+    if data is None:
+        raise StudyConfigError(f"config error: {path} is empty: a study config is a mapping of keys "
+                               "(see config.yaml)")
+    if not isinstance(data, dict):
+        raise StudyConfigError(f"config error: {path}: the top level is a {type(data).__name__}, not a "
+                               "mapping of keys (see config.yaml)")
+
+
+def _typed(value):
+    """A string scalar as the YAML type its text has (``'2'`` -> 2, ``'true'`` -> True); any other
+    string stays a string."""
+    import yaml
+
+    if not isinstance(value, str):
+        return value
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
+    return parsed if parsed is None or isinstance(parsed, (bool, int, float)) else value
+
+
+def _retyped(value, top: bool = False):
+    if isinstance(value, dict):
+        return {k: _retyped(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_retyped(v) for v in value]
+    return value if top else _typed(value)
+
+
+def typed_overrides(config: dict, overrides: dict) -> None:
+    """Give the scalars inside each nested ``--config`` value (``overrides``: what Snakemake parsed
+    from the command line) their YAML types in ``config``, where Snakemake merged them. A top-level
+    scalar keeps Snakemake's own parse (int, float, bool, else the text)."""
+    def put(target, value):
+        if isinstance(value, dict) and isinstance(target, dict):
+            for k, v in value.items():
+                if isinstance(v, (dict, list)) and k in target:
+                    target[k] = put(target[k], v)
+                elif k in target:
+                    target[k] = _typed(v)
+            return target
+        return _retyped(value)
+
+    for key, value in (overrides or {}).items():
+        if isinstance(value, (dict, list)) and key in config:
+            config[key] = put(config[key], value)
+
+
+def retire_keys(config: dict) -> list[str]:
+    """Remove the keys a former version read (:data:`RETIRED_KEYS`); return a note for each."""
+    notes = []
+    for key, why in RETIRED_KEYS.items():
+        if key in config:
+            del config[key]
+            notes.append(f"note: config key {key} is no longer used and is ignored: {why}")
+    return notes
+
+
+def exit_with_config_error(e: BaseException) -> None:
+    """End the workflow's parse with the error's one line on stderr, exit status 1 (Snakemake
+    would print the Python frames of the Snakefile under it)."""
+    msg = " ".join(str(e).split())
+    print(msg if msg.startswith("config error") else f"config error: {msg}", file=sys.stderr, flush=True)
+    raise SystemExit(1)
