@@ -164,7 +164,7 @@ def test_a_distillation_stage_runs_on_two_ranks_in_one_slurm_job(cluster, profil
     # The smoke preset's stage 1 on gpus_per_stage: 2: the job asks for 2 (fake) GPUs and one task,
     # and its script starts 2 torchrun ranks (gloo: the fake GPUs have no CUDA) that split each batch.
     cfg = yaml.safe_load(SMOKE.read_text())
-    cfg["experiments"]["hybrid_distillation"]["gpus_per_stage"] = 2
+    cfg["experiments"]["hybrid_distillation"].update(gpus_per_stage=2, cpu_ranks=True)  # fake GPUs: no CUDA
     (tmp_path / "two_ranks.yaml").write_text(yaml.safe_dump(cfg))
     target = "results/hybrid/llama-tiny/s8/stage1"
     on_slurm(tmp_path, target, "--configfile", str(tmp_path / "two_ranks.yaml"), "--config", "gpus_per_job=1",
@@ -242,7 +242,10 @@ def test_profile_gives_every_gpu_rule_a_gpu_partition_and_cpu_rules_none(tmp_pat
             assert not {"gpu", "gres"} & set(res), name
             continue
         assert res["slurm_partition"] != defaults["slurm_partition"]
-        assert res.get("tasks") == 0, f"{name}: a multi-GPU job must stay one task (tasks: 0)"
+        if name in ("distill_matrices", "distill_stage"):  # the rule asks its own tasks, CPUs and GPUs
+            assert not {"tasks", "tasks_per_node", "cpus_per_task", "gpu_model", "nodes"} & set(res), name
+        else:
+            assert res.get("tasks") == 0, f"{name}: a multi-GPU job must stay one task (tasks: 0)"
         assert "gres" not in res and "gres" not in rules.get(name, {}), "gres with gpu is an error in the plugin"
         assert not any(flag in str(res.get("slurm_extra", "")) for flag in ("--gres", "--gpus"))
     # no rule names a partition or an account itself: that is the cluster's, so the profile's

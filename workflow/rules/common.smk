@@ -7,7 +7,7 @@ from snakemake.utils import validate
 from gna import config_checks
 from gna.experiments.distill_variants import WILDCARD as VARIANT_WILDCARD
 from gna.experiments.distill_variants import distill_variants
-from gna.experiments.distill_ranks import check_split, stage_world
+from gna.experiments.distill_ranks import check_split, cpus_per_rank, launch_resources, stage_world
 from gna.experiments.token_sets import token_sets, tokens_of
 
 # One torch thread per job: two threads on a loaded 2-core machine ran 13-17x slower.

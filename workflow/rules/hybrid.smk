@@ -97,10 +97,11 @@ DISTILL_GPUS, DISTILL_NODES = stage_world(DISTILL)
 DISTILL_PRIORITY = 1
 if DISTILL:
     check_split([DISTILL_STAGE[s]["data"].get("batch_size", 16) for s in DISTILL_STAGE], DISTILL_GPUS * DISTILL_NODES)
-DISTILL_GPU = GPUS and DISTILL_GPUS * DISTILL_NODES  # all of the job's GPUs (none in a CPU-only study)
-DISTILL_LAUNCH = ({"nodes": DISTILL_NODES, "mpi": "srun",  # the plugin then runs the job's script on the first node
-                   **({"tasks_per_node": DISTILL_GPUS} if DISTILL_GPUS > 1 else {"tasks": DISTILL_NODES})}
-                  if DISTILL_NODES > 1 else {})
+# What a stage job asks of Slurm (gna.experiments.distill_ranks.launch_resources): the GPUs per node,
+# hybrid_distillation.cpus_per_rank cores per rank, one task per rank across nodes. Locally, Snakemake
+# counts the job's ranks as its threads.
+DISTILL_LAUNCH = launch_resources(DISTILL_GPUS, DISTILL_NODES, cpus_per_rank(DISTILL), bool(GPUS))
+DISTILL_THREADS = max(THREADS, DISTILL_GPUS * DISTILL_NODES)
 
 
 rule align_student:
@@ -199,10 +200,10 @@ rule distill_matrices:
         run=lambda wc: DISTILL_STAGE[1],
         micro_data=MICRO_DATA,
     priority: DISTILL_PRIORITY
-    threads: THREADS
+    threads: DISTILL_THREADS
     resources:
-        gpu=DISTILL_GPU,
-        **DISTILL_LAUNCH,
+        gpu=DISTILL_LAUNCH["gpu"],
+        **{k: v for k, v in DISTILL_LAUNCH.items() if k != "gpu"},
     log:
         "logs/hybrid/{teacher}/s{state}/stage1.log",
     conda:
@@ -235,10 +236,10 @@ rule distill_stage:
         run=lambda wc: DISTILL_STAGE[int(wc.stage)],
         micro_data=MICRO_DATA,
     priority: DISTILL_PRIORITY
-    threads: THREADS
+    threads: DISTILL_THREADS
     resources:
-        gpu=DISTILL_GPU,
-        **DISTILL_LAUNCH,
+        gpu=DISTILL_LAUNCH["gpu"],
+        **{k: v for k, v in DISTILL_LAUNCH.items() if k != "gpu"},
     log:
         "logs/hybrid/{teacher}/k{k}-s{state}-{selection}/stage{stage}.log",
     conda:

@@ -14,4 +14,5 @@ with job(snakemake):
     stage_on_ranks(dict(spec=p.spec, run=dict(p.run), state=int(snakemake.wildcards.state), k=0, selection="none",
                         out=snakemake.output[0], ckpt=p.ckpt, micro_data=p.micro_data,
                         teacher_input=list(snakemake.input.teacher), tokens=first_input(snakemake, "tokens"),
-                        save_every=int(d["save_every"])), *stage_world(d), log=sys.stderr)
+                        save_every=int(d["save_every"])), *stage_world(d), log=sys.stderr,
+                   cpu_ranks=bool(d.get("cpu_ranks")))

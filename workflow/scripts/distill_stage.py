@@ -16,4 +16,5 @@ with job(snakemake):
                         out=snakemake.output[0], ckpt=p.ckpt, micro_data=p.micro_data, teacher_input=list(i.teacher),
                         previous=first_input(snakemake, "previous"), ranking=first_input(snakemake, "ranking"),
                         tokens=first_input(snakemake, "tokens"), save_every=int(d["save_every"])),
-                   *stage_world(d), log=sys.stderr)
+                   *stage_world(d), log=sys.stderr,
+                   cpu_ranks=bool(d.get("cpu_ranks")))

@@ -21,7 +21,10 @@ import shutil
 import sys
 import time
 
+import torch
+
 from ..experiments.distill_data import checkpoint_dir, input_stamp, make_stream, seq_len_of, stage_data, stage_steps
+from ..errors import ConfigError
 from ..experiments.distill_ranks import run_ranks
 from ..io import atomic_path, write_json
 from ..models import describe, load_model
@@ -106,13 +109,29 @@ def distill_stage_job(spec: dict, run: dict, state: int, k: int, selection: str,
     return result
 
 
-def stage_on_ranks(kwargs: dict, gpus: int = 1, nodes: int = 1, log=None) -> None:
+def stage_on_ranks(kwargs: dict, gpus: int = 1, nodes: int = 1, log=None, cpu_ranks: bool = False) -> None:
     """:func:`distill_stage_job` (``kwargs``: its arguments) in this process when ``gpus x nodes`` is
     1, else on that many ranks (gna.experiments.distill_ranks), waiting for them."""
     if gpus * nodes == 1:
         distill_stage_job(**kwargs)
     else:
+        check_rank_devices(gpus, nodes, cpu_ranks)
         run_ranks(kwargs, gpus, nodes, log)
+
+
+def check_rank_devices(gpus: int, nodes: int, cpu_ranks: bool = False, device_count: int | None = None) -> None:
+    """Refuse, before any work, a stage on more ranks than this node has GPUs for: without CUDA the
+    ranks would share the CPU's cores (gloo) while Snakemake counted one job, and with fewer GPUs
+    than ranks two ranks would share one GPU (``set_device(local_rank % device_count)``)."""
+    if device_count is None:
+        device_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    world = f"hybrid_distillation.gpus_per_stage x nodes = {gpus} x {nodes}"
+    if device_count == 0 and not cpu_ranks:
+        raise ConfigError(f"{world} ranks, but this machine has no CUDA GPU: set gpus_per_stage: 1 and nodes: 1, "
+                          "run on GPU nodes, or set hybrid_distillation.cpu_ranks: true to run gloo ranks on the CPU")
+    if 0 < device_count < gpus:
+        raise ConfigError(f"{world}, but this node has {device_count} CUDA GPU(s): two ranks would share one; "
+                          f"set gpus_per_stage to at most {device_count}")
 
 
 def main(args_file: str) -> None:
