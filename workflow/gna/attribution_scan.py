@@ -72,6 +72,13 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
     the method, the candidates, the sample, how many sampled heads beat the ``guard_k``-th candidate
     and the bound on the unverified heads that do.
     """
+    if method != "atp":  # the exact part's settings, checked before the estimate's passes
+        if not isinstance(candidates, int) or candidates < 1:
+            raise ConfigError(f"scan.candidates = {candidates!r}: must be a positive number of heads")
+        if not isinstance(guard_sample, int) or guard_sample < 0:
+            raise ConfigError(f"scan.guard_sample = {guard_sample!r}: must be 0 or more heads")
+        if not isinstance(guard_k, int) or guard_k < 1:
+            raise ConfigError(f"scan.guard_k = {guard_k!r}: must be a candidate's rank, 1 or more")
     mixers = _select(model, kinds, layers)
     est = atp_scan(model, encoded, mixers, batch_size=batch_size, score=atp_score, graddrop=graddrop,
                    progress=progress)
@@ -79,8 +86,6 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
     if method == "atp":
         base_acc = (score(model, encoded, batch_size=batch_size) if baseline is None else baseline).accuracy
         return _atp_only_rows(est, base_acc, encoded, model_name, 1), guard
-    if not isinstance(candidates, int) or candidates < 1:
-        raise ConfigError(f"scan.candidates = {candidates!r}: must be a positive number of heads")
     order = by_magnitude(est)
     cand = order.head(candidates)
     rest = order.iloc[len(cand):]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
@@ -60,6 +61,9 @@ def describe_table(model) -> str:
 def cmd_describe(args) -> int:
     from .models import load_model
 
+    from .devices import check_device
+
+    check_device(args.device, key="--device")
     model, _ = load_model(_spec(args), with_tokenizer=False)
     print(describe_table(model))
     return 0
@@ -90,7 +94,11 @@ def check_scan_args(args) -> None:
                                    ("--classify-examples", args.classify_examples, 1, None),
                                    ("--threshold", args.threshold, 0, 1),
                                    ("--max-unknown-share", args.max_unknown_share, 0, 1),
-                                   ("--min-over-chance", args.min_over_chance, 0, 1)):
+                                   ("--min-over-chance", args.min_over_chance, 0, 1),
+                                   # the schema's bounds of scan.candidates, guard_sample, guard_k
+                                   ("--candidates", args.candidates, 1, None),
+                                   ("--guard-sample", args.guard_sample, 0, None),
+                                   ("--guard-k", args.guard_k, 1, None)):
         if value < low or (high is not None and value > high):
             raise ConfigError(f"{name} {value} is outside {low}..{'' if high is None else high}")
     out = Path(args.out)
@@ -99,10 +107,19 @@ def check_scan_args(args) -> None:
     if out.is_dir() and any(p.name not in SCAN_FILES for p in out.iterdir()):
         raise ConfigError(f"--out {args.out} holds files that gna scan does not write (it replaces the whole "
                           f"directory): give a new or empty directory, or a former gna scan output")
-    # DIR is written as a temporary directory beside it, then renamed: its parent must take it.
+    # DIR is written as a temporary directory beside it, then renamed: its parent must take one
+    # (tried, not inferred from the mode bits: root passes os.access on /proc, a read-only mount...).
     parent = next(p for p in out.resolve().parents if p.exists())
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"--out {args.out}: cannot write in {parent}")
+    if not parent.is_dir():
+        raise ConfigError(f"--out {args.out}: {parent} is not a directory")
+    where = out.resolve().parent if out.resolve().parent.is_dir() else parent
+    try:
+        Path(tempfile.mkdtemp(prefix=".gna-scan-", dir=where)).rmdir()
+    except OSError as e:
+        raise ConfigError(f"--out {args.out}: cannot create a directory in {where}: {e.strerror}") from None
+    from .devices import check_device
+
+    check_device(args.device, key="--device")  # before the model loads, naming the flag typed
 
 
 def cmd_scan(args) -> int:
@@ -119,6 +136,7 @@ def cmd_scan(args) -> int:
     from .report import heatmaps
     from .report.common import save_figure
     from .attribution_scan import guard_summary
+    from .errors import ConfigError
     from .scan import scan, top_k
 
     check_scan_args(args)
@@ -134,13 +152,26 @@ def cmd_scan(args) -> int:
     checked = check_probe(model, tok, encoded, batch_size=args.batch_size, max_unknown_share=args.max_unknown_share,
                           min_over_chance=args.min_over_chance, force=args.force,
                           what=f"the KV probe ({args.format} format, {args.pairs} pairs, separator {args.separator!r})")
+    # Roles come from token-mixing matrices: a kind without one is ranked but not classified (said
+    # now, not after the scan).
+    from .mixing import has_mixing_matrix
+    from .models import describe
+
+    mixers = describe(model).mixers
+    classifiable = sorted({m.kind for m in mixers if has_mixing_matrix(m)})
+    unclassified = sorted({m.kind for m in mixers} - set(classifiable))
+    if unclassified and args.classify_top:
+        print(f"G&A roles: {', '.join(unclassified)} heads are ranked but not classified (no token-mixing matrix "
+              f"is read for {', '.join(unclassified)} mixers); ga.csv holds the top "
+              f"{', '.join(classifiable) or 'none: no classifiable'} heads", file=sys.stderr, flush=True)
     # As workflow/scripts/head_scan.py does, step for step.
     ranking, guard = scan(model, encoded, method=args.method, batch_size=args.batch_size, baseline=checked.baseline,
                           max_rows=args.max_rows, model_name=name, candidates=args.candidates,
                           guard_sample=args.guard_sample, guard_k=args.guard_k, atp_score=args.atp_score,
                           graddrop=args.graddrop, seed=args.seed)
     ranking = ranking.assign(**checked.columns())
-    top = top_k(ranking, min(args.classify_top, len(ranking)))
+    n_classifiable = int(ranking["kind"].isin(classifiable).sum())
+    top = top_k(ranking, min(args.classify_top, n_classifiable), kinds=classifiable)
     ga = classify_heads(model, tok, examples[:args.classify_examples], top, threshold=args.threshold)
     ranking = ranking.assign(**provenance())  # after the scan: which fused kernels it ran
     ga = ranking.merge(ga, on=["layer", "head", "kind"]).sort_values("rank")
@@ -149,20 +180,25 @@ def cmd_scan(args) -> int:
     patterns = heatmaps.head_patterns(model, tok, prompt, ga)
     tokens = tok.convert_ids_to_tokens(tok(prompt)["input_ids"])
 
-    with atomic_path(out, directory=True) as tmp:
-        written = [write_jsonl(examples, tmp / "probe.examples.jsonl"), write_csv(ranking, tmp / "ranking.csv"),
-                   write_csv(ga, tmp / "ga.csv")]
-        for role, (head, mat) in patterns.items():
-            if mat is not None:
-                rows = heatmap_rows(role, head, mat, tokens)
-                written.append(write_csv(pd.DataFrame(rows), tmp / f"heatmap_{role}.csv"))
-        save_figure(heatmaps.figure({name: patterns}, {name: tokens}), tmp / "heatmaps.png")
-        written.append(tmp / "heatmaps.png")
+    try:
+        with atomic_path(out, directory=True) as tmp:
+            written = [write_jsonl(examples, tmp / "probe.examples.jsonl"), write_csv(ranking, tmp / "ranking.csv"),
+                       write_csv(ga, tmp / "ga.csv")]
+            for role, (head, mat) in patterns.items():
+                if mat is not None:
+                    rows = heatmap_rows(role, head, mat, tokens)
+                    written.append(write_csv(pd.DataFrame(rows), tmp / f"heatmap_{role}.csv"))
+            save_figure(heatmaps.figure({name: patterns}, {name: tokens}), tmp / "heatmaps.png")
+            written.append(tmp / "heatmaps.png")
+    except OSError as e:  # whatever the filesystem says (full, read-only, gone, not a directory): one line
+        raise ConfigError(f"--out {args.out}: cannot write {e.filename or out}: {e.strerror or e}") from None
 
     print(f"{name}: KV probe of {len(examples)} prompts x {args.pairs} pairs ({args.format}); "
           f"baseline accuracy {ranking.baseline_accuracy.iloc[0]:.3f} (chance {checked.chance_accuracy:.3f})")
-    if checked.forced:
+    if checked.forced and checked.problems():
         print(f"forced (--force): {'; '.join(checked.problems())}; ranking.csv records probe_check = forced")
+    elif checked.forced:
+        print("--force: not needed, the probe passed its check; ranking.csv records probe_check = passed")
     print(guard_summary(guard))
     shown = ga if len(ga) else ranking.head(args.classify_top or 10)
     cols = [c for c in ("rank", "layer", "head", "kind", "accuracy", "drop", "role") if c in shown]

@@ -117,6 +117,12 @@ def eager_attention(model: nn.Module) -> Iterator[None]:
             model.set_attn_implementation(previous)
 
 
+def has_mixing_matrix(mixer: Mixer) -> bool:
+    """Whether :func:`mixing_matrices` can read ``mixer``'s heads (attention, Hugging Face Mamba-2,
+    discrete Mamba-2); Mamba-1's selective scan has no (T, T) matrix read here."""
+    return mixer.kind in ("attention", "discrete-mamba2") or (mixer.kind == "mamba2" and _is_hf_mamba2(mixer.module))
+
+
 @torch.no_grad()
 def mixing_matrices(model: nn.Module, mixer: Mixer, input_ids: torch.Tensor,
                     attention_mask: torch.Tensor | None = None) -> torch.Tensor:

@@ -1,4 +1,5 @@
 """The study's resource plan: every job of its DAG with estimated GPU memory, host memory, hours."""
+from gna.experiments.distill_ranks import cpus_per_rank, stage_world
 from gna.pipeline import job
 from gna.plan import Hardware, dag_jobs, plan, read_profile, write
 
@@ -8,6 +9,7 @@ with job(snakemake) as log:
     hw = Hardware.from_dict({"gpu_mem_gb": profile["gpu"].get("gpu_mem_gb", 80), **(profile["gpu"].get("plan") or {})})
     jobs = dag_jobs(dict(snakemake.config), snakefile=p.snakefile)
     rows = plan(dict(snakemake.config), jobs, hw)
-    write(rows, snakemake.output.md, snakemake.output.csv, profile, hw,
-          title=snakemake.config.get("study", ""))
+    distill = snakemake.config["experiments"].get("hybrid_distillation") or {}
+    write(rows, snakemake.output.md, snakemake.output.csv, profile, hw, title=snakemake.config.get("study", ""),
+          world=stage_world(distill), cpus_per_rank=cpus_per_rank(distill))
     log.info("%d jobs, %.0f GPU-hours", len(rows), sum(r.hours * r.gpus for r in rows if r.gpu))

@@ -19,9 +19,9 @@ through the student's submodules (one backward per layer and micro-batch) and st
 ``vocab_chunk`` chunk by chunk through its backbone and head: none goes through the wrapper's
 ``forward``. The reduction DDP does under ``no_sync`` (one bucketed all-reduce after the last
 micro-batch) is what :meth:`World.reduce_gradients` does by hand. Every rank holds the whole student
-and its AdamW state (DDP's memory, not FSDP's): the paper preset's 1.4B student fits one 80 GB GPU
-(the plan: at most ~63 GB per GPU, in stage 1); a student
-that does not would need FSDP, which this module does not build (the plan, ``snakemake plan``, flags
+and its AdamW state (DDP's memory, not FSDP's): whether a student fits one GPU per rank is the
+plan's to say (``snakemake plan``: results/plan/plan.md, "Distillation: memory per rank", the one
+source of the memory per rank); a student that does not would need FSDP, which this module does not build (the plan, ``snakemake plan``, flags
 a job whose per-GPU estimate exceeds the GPU; tests/test_plan.py fails on one in the paper preset).
 
 Launch (gna.experiments.distill_ranks): ``torchrun --standalone`` on one node, ``srun`` with one

@@ -339,7 +339,7 @@ def check_profile(rows: list[Row], profile: dict) -> list[str]:
 # -- output ----------------------------------------------------------------------------------------
 
 def write(rows: list[Row], md_path, csv_path, profile: dict | None = None, hw: Hardware | None = None,
-          title: str = "") -> None:
+          title: str = "", world: tuple[int, int] = (1, 1), cpus_per_rank: int = 4) -> None:
     import pandas as pd
 
     hw = hw or Hardware()
@@ -366,4 +366,7 @@ def write(rows: list[Row], md_path, csv_path, profile: dict | None = None, hw: H
         lines += ["", "## Against profiles/slurm", ""]
         lines += ([f"- {b}" for b in bad] if bad else ["Every job fits the profile's GPU memory, runtime "
                                                        "(resumable jobs over their attempts) and mem_mb."])
+    from .ranks import rank_lines
+
+    lines += rank_lines(rows, hw, world, cpus_per_rank)
     Path(md_path).write_text("\n".join(lines) + "\n")
