@@ -97,11 +97,16 @@ def test_an_out_that_is_a_file_or_a_foreign_directory_is_refused_before_the_mode
 def test_an_out_that_cannot_be_written_is_refused_before_the_model_loads(tmp_path, capsys, monkeypatch):
     (tmp_path / "file").write_text("mine")
     assert main(["scan", str(tmp_path / "no-model"), "--out", str(tmp_path / "file/o")]) == 2
-    one_line_error(capsys.readouterr().err, f"gna scan: error: --out {tmp_path / 'file/o'}: cannot write in "
-                                            f"{tmp_path / 'file'}")
-    monkeypatch.setattr("gna.cli.os.access", lambda path, mode: False)  # as a user without write permission
+    one_line_error(capsys.readouterr().err, f"gna scan: error: --out {tmp_path / 'file/o'}: {tmp_path / 'file'} is "
+                                            "not a directory")
+
+    def refused(**kwargs):  # as a user without write permission (root may write anywhere)
+        raise PermissionError(13, "Permission denied", kwargs.get("dir"))
+
+    monkeypatch.setattr("gna.cli.tempfile.mkdtemp", refused)
     assert main(["scan", str(tmp_path / "no-model"), "--out", str(tmp_path / "o")]) == 2
-    one_line_error(capsys.readouterr().err, f"gna scan: error: --out {tmp_path / 'o'}: cannot write in {tmp_path}")
+    one_line_error(capsys.readouterr().err, f"gna scan: error: --out {tmp_path / 'o'}: cannot create a directory in "
+                                            f"{tmp_path}: Permission denied")
 
 
 def test_a_full_disk_leaves_out_as_it_was(tmp_path, capsys, monkeypatch):
@@ -119,7 +124,7 @@ def test_a_full_disk_leaves_out_as_it_was(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(io, "write_csv", write_csv)
     assert main(["scan", MICRO_LLAMA, "--out", str(out), "--format", "compact", "--pairs", "4", *FAST]) == 2
-    one_line_error(capsys.readouterr().err, "gna scan: error: cannot write ")
+    one_line_error(capsys.readouterr().err, f"gna scan: error: --out {out}: cannot write ")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]  # no temporary directory left
     assert [p.name for p in out.iterdir()] == ["ranking.csv"] and (out / "ranking.csv").read_text() == "former"
 
