@@ -114,6 +114,9 @@ def test_an_interrupted_two_rank_run_resumes_to_the_same_weights_on_two_ranks_or
     torch.set_num_threads(1)
     one, state = run(teacher(), 3, two_ranks / "cut_for_one")
     assert state["resumed_from"] == 4 and state["tokens"] == info["tokens"]
+    # every attempt's world size is kept (distill.json's "attempts"), not only the last one's
+    assert info["attempts"] == [{"ranks": 2, "from_step": 0}, {"ranks": 2, "from_step": 2}]
+    assert state["attempts"] == [{"ranks": 2, "from_step": 0}, {"ranks": 1, "from_step": 4}]
     assert close(one.state_dict(), whole, 1e-6)
 
 

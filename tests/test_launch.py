@@ -121,3 +121,19 @@ def test_a_cluster_command_of_the_manual_runs_as_written_in_a_dry_run(tmp_path, 
                          text=True, timeout=600, env={**os.environ, "SLURM_CONF": "/dev/null"})
     assert out.returncode == 0, f"{command}\n{out.stdout[-2000:]}{out.stderr[-3000:]}"
     assert "Job stats:" in out.stdout or "Nothing to be done" in out.stdout + out.stderr
+
+
+def test_the_plan_gives_the_memory_per_rank_and_says_when_a_student_needs_sharding():
+    from gna.plan import Hardware
+    from gna.plan.jobs import Row
+    from gna.plan.ranks import rank_lines
+
+    rows = [Row("distill_matrices", "state=16,teacher=l1b", True, 65.8, 103.7, 0.6, True, 8),
+            Row("distill_stage", "k=0,stage=3,teacher=l8b", True, 171.0, 400.0, 300.0, True, 8),
+            Row("head_scan", "model=l1b", True, 28.0, 27.2, 1.0, False, 1)]
+    text = "\n".join(rank_lines(rows, Hardware(gpu_mem_gb=80), (8, 1), 4))
+    assert "| distill_matrices | 65.8 | 13.0 | 103.7 | yes |" in text
+    assert "| distill_stage | 171.0 | 50.0 | 400.0 | **no** (> 80 GB) |" in text
+    assert "does not fit one 80 GB GPU" in text and "sharded training (FSDP or ZeRO-3" in text
+    assert "head_scan" not in text
+    assert rank_lines(rows[2:], Hardware(), (1, 1), 4) == []  # no distillation: no section

@@ -166,3 +166,5 @@ def test_a_killed_distillation_stage_resumes_from_its_checkpoint(smoke_run, tmp_
     run(smoke_run, "--cores", "1", target, config=longer)
     state = json.loads((smoke_run / target / "distill.json").read_text())
     assert state["steps"] == 60 and state["resumed_from"] >= 2 and not ckpt.exists()
+    # every attempt's world size: the killed one from step 0, the resumed one from its checkpoint
+    assert state["attempts"] == [{"ranks": 1, "from_step": 0}, {"ranks": 1, "from_step": state["resumed_from"]}]
