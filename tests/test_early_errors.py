@@ -220,7 +220,7 @@ def test_a_job_on_a_missing_device_stops_at_its_start_and_writes_nothing(tmp_pat
 @NO_CUDA
 def test_gna_scan_on_a_missing_device_writes_nothing(tmp_path, capsys):
     assert main(["scan", MICRO_LLAMA, "--device", "cuda", "--out", str(tmp_path / "o")]) == 2
-    assert "gna scan: error: device: cuda, but torch here has no CUDA" in capsys.readouterr().err
+    assert "gna scan: error: --device: cuda, but torch here has no CUDA" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 

@@ -40,10 +40,12 @@ def deterministic_torch() -> None:
     (read when CUDA starts, so set before). mamba-ssm's Triton kernels are outside torch's switch:
     their backward (atomic adds) stays nondeterministic (see the README's reproduction notes).
 
-    torch's public switch also sets Inductor's ``deterministic`` flag, and importing Inductor's
-    config for it imports TorchDynamo: 1.5-3.5 s of every model job, for a compiler no job runs.
-    So the switch is thrown directly, and Inductor gets its flag from the environment variable
-    it reads when (if ever) it is imported; where it already is, it is set as torch would."""
+    torch's public switch also sets Inductor's ``deterministic`` flag, importing Inductor's config
+    and TorchDynamo for it (2.7-3.5 s alone on a loaded 2-core machine), for a compiler no job
+    runs. transformers' masking utilities import TorchDynamo anyway, so in a job that loads a model
+    the saving is Inductor's own part (~0.1-0.5 s). The switch is thrown directly, and Inductor
+    gets its flag from the environment variable it reads when (if ever) it is imported; where it
+    already is, the public switch sets it as usual."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     os.environ.setdefault("TORCHINDUCTOR_DETERMINISTIC", "1")
     import torch
