@@ -140,6 +140,18 @@ def test_a_batch_that_does_not_split_over_the_ranks_is_refused():
     assert [World(r, 2).rows(4) for r in (0, 1)] == [slice(0, 2), slice(2, 4)]
 
 
+def test_a_partial_last_batch_of_a_sized_stream_is_refused_before_the_first_step(tmp_path, monkeypatch):
+    from gna.errors import ConfigError
+    from gna.hybrid import distillation
+    from gna.hybrid.distributed import World
+
+    monkeypatch.setattr(distillation, "current", lambda: World(0, 2))  # rank 0 of 2, no process group needed
+    stream = [data(0), data(1), {k: v[:3] for k, v in data(2).items()}]  # the last batch: 3 rows
+    with pytest.raises(ConfigError, match="a batch of 3 rows does not split over 2 ranks"):
+        run(teacher(), 1, tmp_path / "out", stream=stream)
+    assert not list((tmp_path / "out").glob("step-*"))  # no step was taken, none is lost
+
+
 def test_the_launch_command_is_torchrun_on_one_node_and_srun_on_several(monkeypatch):
     from types import SimpleNamespace
 

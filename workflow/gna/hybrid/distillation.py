@@ -444,6 +444,9 @@ def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tok
         return state["step"] < steps and (max_tokens is None or state["tokens"] < max_tokens)
 
     world = current()  # one rank, or this rank of a data-parallel stage: rank 0 writes
+    if world.size > 1 and isinstance(data_iter, (list, tuple)):  # a sized stream: a partial last batch is
+        for batch in data_iter:                                    # refused before the first step
+            world.rows((batch if isinstance(batch, torch.Tensor) else batch["input_ids"]).shape[0])
     state = dict(fingerprint=fingerprint, step=0, tokens=0, losses=[], done=False, resumed_from=0)
     found = _checkpoints(out_dir) if out_dir.is_dir() else []
     with world.main_only() as main:
