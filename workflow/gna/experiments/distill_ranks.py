@@ -108,7 +108,11 @@ def run_ranks(kwargs: dict, gpus: int, nodes: int, log=None) -> None:
         stream = log or sys.stderr
         stream.write(f"starting {gpus * nodes} ranks: {' '.join(cmd)}\n")
         stream.flush()
-        done = subprocess.run(cmd, env={**os.environ, **env, "PYTHONPATH": path}, stdout=stream,
+        # the job's threads (Snakemake's *_NUM_THREADS: one per rank, see the rules' DISTILL_THREADS) shared
+        # out over the ranks, not each rank taking them all
+        per_rank = str(max(1, int(os.environ.get("OMP_NUM_THREADS") or 1) // (gpus * nodes)))
+        threads = {v: per_rank for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+        done = subprocess.run(cmd, env={**os.environ, **threads, **env, "PYTHONPATH": path}, stdout=stream,
                               stderr=subprocess.STDOUT)
     finally:
         os.unlink(f.name)
