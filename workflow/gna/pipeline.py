@@ -38,24 +38,11 @@ def deterministic_torch() -> None:
     exist (CUDA ``index_add_``, scatter, cumsum ...; warn_only: ops without one, e.g. SDPA's
     memory-efficient backward, warn in the log rather than fail) and cuBLAS's fixed workspace
     (read when CUDA starts, so set before). mamba-ssm's Triton kernels are outside torch's switch:
-    their backward (atomic adds) stays nondeterministic (see the README's reproduction notes).
-
-    torch's public switch also sets Inductor's ``deterministic`` flag, importing Inductor's config
-    and TorchDynamo for it (2.7-3.5 s alone on a loaded 2-core machine), for a compiler no job
-    runs. transformers' masking utilities import TorchDynamo anyway, so in a job that loads a model
-    the saving is Inductor's own part (~0.1-0.5 s). The switch is thrown directly, and Inductor
-    gets its flag from the environment variable it reads when (if ever) it is imported; where it
-    already is, the public switch sets it as usual."""
+    their backward (atomic adds) stays nondeterministic (see the README's reproduction notes)."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    os.environ.setdefault("TORCHINDUCTOR_DETERMINISTIC", "1")
     import torch
 
-    inductor = sys.modules.get("torch._inductor.config")
-    switch = getattr(torch._C, "_set_deterministic_algorithms", None)
-    if switch is None or inductor is not None:  # a torch without the private switch: the public one
-        torch.use_deterministic_algorithms(True, warn_only=True)
-    else:
-        switch(True, warn_only=True)
+    torch.use_deterministic_algorithms(True, warn_only=True)
 
 
 def keep_freed_memory() -> None:
