@@ -164,7 +164,8 @@ def test_a_distillation_stage_runs_on_two_ranks_in_one_slurm_job(cluster, profil
     # The smoke preset's stage 1 on gpus_per_stage: 2: the job asks for 2 (fake) GPUs and one task,
     # and its script starts 2 torchrun ranks (gloo: the fake GPUs have no CUDA) that split each batch.
     cfg = yaml.safe_load(SMOKE.read_text())
-    cfg["experiments"]["hybrid_distillation"].update(gpus_per_stage=2, cpu_ranks=True)  # fake GPUs: no CUDA
+    # fake GPUs (no CUDA: gloo ranks, allowed by name), one core per rank on a small CI runner
+    cfg["experiments"]["hybrid_distillation"].update(gpus_per_stage=2, cpu_ranks=True, cpus_per_rank=1)
     (tmp_path / "two_ranks.yaml").write_text(yaml.safe_dump(cfg))
     target = "results/hybrid/llama-tiny/s8/stage1"
     on_slurm(tmp_path, target, "--configfile", str(tmp_path / "two_ranks.yaml"), "--config", "gpus_per_job=1",
