@@ -154,7 +154,7 @@ def test_the_server_name_follows_the_code_and_the_environment(monkeypatch):
 COLD = {"check_figures", "compare_micro_models", "critical_layers", "findings", "head_keeping_table",
         "head_ranking_figure", "hybrid_attention_table", "hybrid_tables", "kv_pairs_figure", "kv_probe",
         "layer_swap_figure", "micro_tasks", "minimal_model", "plan", "pruning_figures", "row_sweep_figure",
-        "ssm_masking_figure", "topk_figure", "topk_tables", "distill_tokens"}
+        "ssm_masking_figure", "topk_figure", "topk_tables", "distill_tokens", "head_explorer"}
 
 
 def first_statements(path: Path) -> list[str]:

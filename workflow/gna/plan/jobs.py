@@ -247,6 +247,10 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
         ppl = E.heldout_perplexity(hw, info, int(data.get("batch_size", 8)), int(data.get("seq_len", 2048)))
         e.gpu_gb = max(e.gpu_gb, ppl / GB)
         return e
+    if rule == "head_patterns":  # one model, a few prompts' mixing matrices
+        info = s.info(wc["model"])
+        return Estimate(gpu_gb=(info.weight_bytes + 4 * GB) / GB, host_gb=E.host_gb(hw, info),
+                        hours=E.load_seconds(hw, info) / 3600 + 0.05)
     if rule in ("ga_heatmaps", "inference_memory"):
         models = (ex.get("heatmaps", {}).get("models", []) if rule == "ga_heatmaps"
                   else ex.get("memory", {}).get("models", []))
