@@ -14,7 +14,9 @@
     return e;
   }
   const headKey = (r) => `L${r.layer}H${r.head} ${r.kind}`;
-  const fmt = (v) => (v === null || v === undefined) ? "" : (typeof v === "number" && !Number.isInteger(v)) ? v.toFixed(3) : String(v);
+  const INTEGER_COLUMNS = new Set(["rank", "layer", "head"]);
+  const fmt = (v, col) => (v === null || v === undefined) ? ""
+    : (typeof v === "number" && !(INTEGER_COLUMNS.has(col) || (col === undefined && Number.isInteger(v)))) ? v.toFixed(3) : String(v);
   const shown = (t) => t.replace(/\u2581|\u0120/g, " ").replace(/\n/g, "\\n");
 
   function Pane(index, modelIndex) {
@@ -70,7 +72,7 @@
       const hasPattern = new Set(m.patterns.length ? Object.keys(m.patterns[0].matrices) : []);
       let rows = m.ranking.filter((r) => (!kindSelect.value || r.kind === kindSelect.value)
         && (!roleSelect.value || r.role === roleSelect.value)
-        && (!text || (headKey(r) + " " + cols.map((c) => fmt(r[c])).join(" ")).toLowerCase().includes(text)));
+        && (!text || (headKey(r) + " " + cols.map((c) => fmt(r[c], c)).join(" ")).toLowerCase().includes(text)));
       rows = rows.slice().sort((a, b) => {
         const x = a[s.col], y = b[s.col];
         if (x === y) return a.rank - b.rank;
@@ -85,7 +87,7 @@
         const k = headKey(r);
         const tr = el("tr", {"class": (hasPattern.has(k) ? "has-pattern" : "") + (k === state.head ? " selected" : ""), "data-head": k,
           onclick: () => { if (hasPattern.has(k)) { state.head = k; headSelect.value = k; drawTable(); drawHead(); } }},
-          ...cols.map((c) => el("td", {"class": c === "role" && r[c] ? "role-" + r[c] : ""}, fmt(r[c]))));
+          ...cols.map((c) => el("td", {"class": c === "role" && r[c] ? "role-" + r[c] : ""}, fmt(r[c], c))));
         return tr;
       });
       table.replaceChildren(el("thead", {}, head), el("tbody", {}, ...body));
