@@ -21,6 +21,8 @@ from gna.models import describe, load_model
 from gna.probes.kv import generate_kv_probe
 from gna.report import explorer
 
+pytestmark = pytest.mark.oldest  # also run on the lowest supported transformers (.ci/run)
+
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = Path(os.environ.get("GNA_SCREENSHOTS", ROOT / "logs" / "screenshots"))
 

@@ -20,6 +20,8 @@ from gna.models.adapters import ADAPTERS, adapter_of_config
 from gna.models.refused import NOT_IN_LOWEST_SUPPORTED, REFUSED
 from gna.models.tiny import ALL_FAMILIES
 
+pytestmark = pytest.mark.oldest  # also run on the lowest supported transformers (.ci/run)
+
 KINDS = {"attention", "mamba1", "mamba2"}
 NOT_BUILT = {  # the default config of these does not build a model in this transformers (5.x): not walked
     "cohere_compass_text": "KeyError 'full_attention'", "dbrx": "DbrxAttentionConfig has no rope_theta",

@@ -11,6 +11,8 @@ from gna.interventions import ablate_heads
 from gna.models.llamba import LlambaCache, LlambaConfig, LlambaForCausalLM
 from gna.models.tiny import build_tiny_model, strengthen_llamba_mixers
 
+pytestmark = pytest.mark.oldest  # also run on the lowest supported transformers (.ci/run)
+
 torch.set_num_threads(1)
 N_NEW = 40  # greedy tokens compared
 

@@ -90,9 +90,7 @@ REFUSED: dict[str, str] = {
 }
 """transformers model type -> why no adapter describes it."""
 
-NOT_IN_LOWEST_SUPPORTED = frozenset({
-    "bailing_hybrid", "deepseek_v4", "dory", "gemma4_unified", "hrm_text", "inkling2_loop_text", "inkling2_text",
-    "inkling_text", "kimi_linear", "lara_mini", "lfm3", "mllama_text_model", "moss_transcribe_diarize"})
+NOT_IN_LOWEST_SUPPORTED = frozenset({"dory", "inkling2_loop_text", "inkling2_text", "lara_mini", "lfm3"})
 """Refused model types that the lowest supported transformers (pyproject.toml's bound) does not have yet."""
 
 

@@ -143,7 +143,7 @@ def _training(s: Study, teacher: str, d: dict, stage: int, k: int, state: int, w
     data = stage_data(d.get("data"), stage)  # the stage's batch (by_stage: mohawk's 64 in stage 1, 128 after)
     batch = int(data.get("batch_size", 8))
     seq = int(data.get("seq_len", 2048 if data.get("source") == "web" else 128))
-    # the paper-scale defaults assumed where the config leaves them out (issue 13: micro-batches of 4
+    # the paper-scale defaults assumed where the config leaves them out (micro-batches of 4
     # sequences with gradient accumulation, stage 3's logit loss in chunks of 4096 tokens)
     mb = int(d.get("micro_batch_size") or min(4, batch))
     steps = (d.get("steps") or [None] * 3)[stage - 1]

@@ -16,8 +16,10 @@ from __future__ import annotations
 import json
 import math
 from importlib import resources
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 # The ranking's columns the table shows where the scan wrote them (the exact scan, the attribution
 # estimate, the G&A classification); any other column stays in the CSV.
@@ -112,7 +114,7 @@ def explorer_data(name: str, ranking: pd.DataFrame, ga: pd.DataFrame, patterns: 
                   if c in PROVENANCE_COLUMNS or c.startswith(("v_", "method", "threshold"))}
     roles = {}
     for role in ("gather", "aggregate"):
-        hits = table[table.get("role", pd.Series(dtype=str)) == role] if "role" in table else table.iloc[:0]
+        hits = table[table["role"] == role] if "role" in table else table.iloc[:0]
         roles[role] = [head_key(int(r.layer), int(r.head), str(r.kind)) for r in hits.itertuples()]
     return {"name": name, "probe": probe, "columns": [c for c in TABLE_COLUMNS if c in table.columns],
             "ranking": _rows(table, TABLE_COLUMNS), "roles": roles, "provenance": provenance,
