@@ -180,3 +180,13 @@ def test_the_page_in_chromium(browser, micro_pages, name):
     shot = SHOTS / f"explorer-{name}.png"
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
     assert console_problems(browser) == []
+
+
+def test_the_table_shows_a_fast_scans_estimate_beside_the_exact_numbers():
+    ranking, ga = ranking_of([(0, 0, "attention"), (0, 1, "attention"), (1, 0, "attention")])
+    ranking = ranking.assign(atp_magnitude=[3.0, 2.0, 1.0], fast_estimate=[0.3, 0.2, 0.1], unrelated=1)
+    data = explorer.explorer_data("m", ranking, ga, [])
+    assert {"rank", "kind", "role", "drop", "atp_magnitude", "fast_estimate"} <= set(data["columns"])
+    assert "unrelated" not in data["columns"] and data["ranking"][0]["fast_estimate"] == 0.3
+    assert data["roles"] == {"gather": ["L0H0 attention"], "aggregate": ["L0H1 attention"]}
+    assert data["provenance"]["v_transformers"] == "x" and data["provenance"]["probe_check"] == "passed"

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 # estimate, the G&A classification); any other column stays in the CSV.
 TABLE_COLUMNS = ("rank", "layer", "head", "kind", "role", "accuracy", "drop", "logprob_drop", "exact", "atp_drop",
                  "atp_magnitude", "gather_score", "aggregate_score")
+ESTIMATE_WORDS = ("estimate", "fast")
 # Provenance: how the ranking was made, read off its first row.
 PROVENANCE_COLUMNS = ("model", "baseline_accuracy", "probe_check", "unknown_share", "chance_accuracy",
                       "config_hash", "fused_kernels")
@@ -109,6 +110,9 @@ def explorer_data(name: str, ranking: pd.DataFrame, ga: pd.DataFrame, patterns: 
         keep = [c for c in ("layer", "head", "kind", "role", "gather_score", "aggregate_score") if c in ga.columns]
         table = table.merge(ga[keep], on=["layer", "head", "kind"], how="left")
     table = table.sort_values("rank")
+    # a fast scan's estimate, whatever the method names it, is shown beside the exact numbers
+    columns = [c for c in TABLE_COLUMNS if c in table.columns] + [
+        c for c in table.columns if c not in TABLE_COLUMNS and any(w in c for w in ESTIMATE_WORDS)]
     first = ranking.iloc[0] if len(ranking) else {}
     provenance = {c: _clean(first[c]) for c in ranking.columns
                   if c in PROVENANCE_COLUMNS or c.startswith(("v_", "method", "threshold"))}
@@ -116,8 +120,8 @@ def explorer_data(name: str, ranking: pd.DataFrame, ga: pd.DataFrame, patterns: 
     for role in ("gather", "aggregate"):
         hits = table[table["role"] == role] if "role" in table else table.iloc[:0]
         roles[role] = [head_key(int(r.layer), int(r.head), str(r.kind)) for r in hits.itertuples()]
-    return {"name": name, "probe": probe, "columns": [c for c in TABLE_COLUMNS if c in table.columns],
-            "ranking": _rows(table, TABLE_COLUMNS), "roles": roles, "provenance": provenance,
+    return {"name": name, "probe": probe, "columns": columns,
+            "ranking": _rows(table, columns), "roles": roles, "provenance": provenance,
             "patterns": patterns, "scale": WEIGHT_SCALE}
 
 
