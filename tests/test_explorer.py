@@ -190,3 +190,22 @@ def test_the_table_shows_a_fast_scans_estimate_beside_the_exact_numbers():
     assert "unrelated" not in data["columns"] and data["ranking"][0]["fast_estimate"] == 0.3
     assert data["roles"] == {"gather": ["L0H0 attention"], "aggregate": ["L0H1 attention"]}
     assert data["provenance"]["v_transformers"] == "x" and data["provenance"]["probe_check"] == "passed"
+
+
+def test_gna_scan_html_writes_the_page_and_another_scan_compares_with_it(tiny_model_dir, tmp_path, capsys):
+    from gna.cli import main
+    small = ["--format", "compact", "--n-examples", "6", "--pairs", "4", "--batch-size", "6", "--classify-top", "3",
+             "--classify-examples", "3", "--force", "--html", "--html-prompts", "2", "--html-top", "3"]
+    assert main(["scan", tiny_model_dir("llama"), "--out", str(tmp_path / "a"), "--name", "a", *small]) == 0
+    data = json.loads((tmp_path / "a/patterns.json").read_text())
+    assert data["name"] == "a" and len(data["patterns"]) == 2 and len(data["patterns"][0]["matrices"]) >= 3
+    assert (tmp_path / "a/explorer.html").read_text().count('"name":"') == 1
+    # a bad --compare is refused before the model loads
+    assert main(["scan", tiny_model_dir("mamba2"), "--out", str(tmp_path / "b"), *small, "--compare",
+                 str(tmp_path)]) == 2
+    assert "no patterns.json there" in capsys.readouterr().err and not (tmp_path / "b").exists()
+    assert main(["scan", tiny_model_dir("mamba2"), "--out", str(tmp_path / "b"), "--name", "b", *small, "--compare",
+                 str(tmp_path / "a")]) == 0
+    page = (tmp_path / "b/explorer.html").read_text()
+    names = re.findall(r'"name":"(\w+)"', page)
+    assert names[0] == "b" and "a" in names
