@@ -203,7 +203,7 @@ def paper_keys(models):
 
 def all_targets():
     targets = (expand("results/scan/{model}.ranking.csv", model=SCAN_MODELS)
-               + expand("results/scan/{model}.explorer.html", model=SCAN_MODELS)
+               + expand("figures/explorer/{model}.html", model=SCAN_MODELS)
                + ["figures/head_ranking.png", "figures/head_ranking.md"])
     if "layer_pruning" in EXPERIMENTS:
         targets += ["figures/gradual_pruning.png", "figures/individual_pruning.png"]

@@ -104,10 +104,11 @@ rule head_explorer:
         own="results/scan/{model}.patterns.json",
         others=lambda wc: expand("results/scan/{m}.patterns.json", m=[m for m in SCAN_MODELS if m != wc.model]),
     output:
-        report("results/scan/{model}.explorer.html", caption="../report/head_explorer.rst", category="Head explorer",
+        # in figures/ (git's): the report links the pages before a run too, as it does the figures
+        report("figures/explorer/{model}.html", caption="../report/head_explorer.rst", category="Head explorer",
                labels={"model": "{model}"}),
     log:
-        "logs/scan/{model}.explorer.log",
+        "logs/figures/explorer/{model}.log",
     conda:
         CPU_ENV
     script:
