@@ -118,7 +118,8 @@ def smoke_with(edit, tmp_path) -> Path:
                   "pruning_figures": 1, "head_keeping_table": 1, "findings": 1, "all": 1}, id="layer_pruning"),
     pytest.param(lambda c: c["models"]["mamba2-tiny"]["random"].update(hidden=64),
                  {"random_model": 1, "head_scan": 1, "ga_heatmaps": 1, "head_ranking_figure": 1, "ssm_masking": 3,
-                  "ssm_masking_figure": 1, "findings": 1, "all": 1}, id="one-model"),
+                  "ssm_masking_figure": 1, "head_patterns": 1, "head_explorer": 3, "findings": 1, "all": 1},
+                 id="one-model"),  # every explorer page offers every scanned model
 ])
 def test_an_experiment_change_reruns_only_its_jobs_and_the_tables_they_feed(skeleton, source, tmp_path,
                                                                              change, expected):
