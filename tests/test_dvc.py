@@ -19,7 +19,7 @@ from test_pipeline import planned_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = "study.yaml"  # written into the scratch repository
-# The README's pull command (section "Versioned results (DVC)"); here with --configfile STUDY.
+# The manual's pull command (docs/dvc.md); here with --configfile STUDY.
 PULL = "dvc pull && dvc status -q && snakemake --touch --forceall --cores 1"
 PROJECT = ["Snakefile", "config.yaml", "pyproject.toml", "dvc.yaml", ".dvcignore", ".gitignore", ".dvc/config",
            ".dvc/.gitignore", "envs", "data", "workflow", "results/README.md"]
@@ -103,7 +103,8 @@ def test_a_fresh_clone_pulls_and_snakemake_has_nothing_to_do(pushed):
     cfg["kv_probe"]["n_examples"] += 1
     (clone / "changed.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     assert planned_jobs(sh("snakemake -n --cores 1 --configfile changed.yaml", clone, env)) == {
-        "kv_probe": 1, "head_scan": 3, "head_ranking_figure": 1, "findings": 1, "all": 1}
+        "kv_probe": 1, "head_scan": 3, "head_patterns": 3, "head_explorer": 3, "head_ranking_figure": 1, "findings": 1,
+        "all": 1}
 
 
 def dvc_outputs() -> list[str]:
@@ -125,6 +126,6 @@ def test_dvc_tracks_every_results_folder_a_rule_writes():
     assert all(o in cmd.split() for o in outs if o.startswith("results/"))   # created even when empty
 
 
-def test_readme_documents_the_pull_command():
-    readme = (ROOT / "README.md").read_text()
+def test_the_manual_documents_the_pull_command():
+    readme = (ROOT / "docs/dvc.md").read_text()
     assert PULL in readme and "SNAKEMAKE_PROFILE=profiles/slurm dvc repro" in readme

@@ -22,6 +22,8 @@ from gna.probes.kv import generate_kv_probe
 from gna.probes.scoring import encode
 from gna.scan import naive_scan_heads, scan_heads
 
+pytestmark = pytest.mark.oldest  # also run on the lowest supported transformers (.ci/run)
+
 IDS = torch.tensor([[1, 5, 9, 4, 17, 33, 4, 60, 8, 12, 4, 21, 3, 7]])
 ATT = ("attention", 4, 8)  # (kind, heads, head_dim) of the tiny attention mixers: hidden 32, 4 heads
 

@@ -1,4 +1,4 @@
-"""Walk transformers' causal-LM model types (issue 24, item 4): each is described by an adapter or
+"""Walk transformers' causal-LM model types: each is described by an adapter or
 refused by name with its reason (gna.models.refused), never half-described and never refused
 without one.
 
@@ -17,8 +17,10 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 from gna.errors import UnknownArchitectureError
 from gna.models import attach_adapter
 from gna.models.adapters import ADAPTERS, adapter_of_config
-from gna.models.refused import REFUSED
+from gna.models.refused import NOT_IN_LOWEST_SUPPORTED, REFUSED
 from gna.models.tiny import ALL_FAMILIES
+
+pytestmark = pytest.mark.oldest  # also run on the lowest supported transformers (.ci/run)
 
 KINDS = {"attention", "mamba1", "mamba2"}
 NOT_BUILT = {  # the default config of these does not build a model in this transformers (5.x): not walked
@@ -85,4 +87,13 @@ def test_every_family_with_ssm_heads_has_a_tiny_build():
 
 
 def test_the_refusals_name_real_model_types():
-    assert set(REFUSED) <= set(tf.CONFIG_MAPPING.keys()) | set(MODEL_TYPES)
+    """Every refusal names a model type of the installed transformers, or one that is newer than the
+    lowest supported (so the walk runs on every supported release)."""
+    assert set(REFUSED) - (set(tf.CONFIG_MAPPING.keys()) | set(MODEL_TYPES)) <= NOT_IN_LOWEST_SUPPORTED
+
+
+def test_the_model_types_new_in_5_24_are_refused_with_their_reason():
+    """transformers 5.24's new token mixers (looped and nGPT layers, Gated DeltaNet) are refused by name,
+    not described as attention decoders (Dory's layers would be: its heads sit in self_attn.o_proj)."""
+    assert "loop" in REFUSED["dory"] and "nGPT" in REFUSED["dory"]
+    assert "Gated DeltaNet" in REFUSED["lara_mini"] and "short convolutions" in REFUSED["inkling2_loop_text"]

@@ -11,6 +11,8 @@ from gna.interventions import ablate_heads
 from gna.models.llamba import LlambaCache, LlambaConfig, LlambaForCausalLM
 from gna.models.tiny import build_tiny_model, strengthen_llamba_mixers
 
+pytestmark = pytest.mark.oldest  # also run on the lowest supported transformers (.ci/run)
+
 torch.set_num_threads(1)
 N_NEW = 40  # greedy tokens compared
 
@@ -72,18 +74,20 @@ def test_cached_generation_equals_recomputing_and_feeds_one_token(make):
     assert len(set(out[0, 13:].tolist())) > 3  # not a degenerate repetition that any state would give
 
 
-def test_cache_continues_a_forward_exactly():
-    """Prefill k tokens, then feed the rest in pieces of 1 and 3: the logits of the full forward."""
+@pytest.mark.parametrize("name", ["cache", "cache_params"])
+def test_cache_continues_a_forward_exactly(name):
+    """Prefill k tokens, then feed the rest in pieces of 1 and 3: the logits of the full forward.
+    The cache is taken under transformers' name from 5.24 (``cache``) and the one before it."""
     model = tiny_hybrid()
     ids, am = prompts()
     with torch.no_grad():
         full = model(ids, attention_mask=am).logits
         cache = LlambaCache()
-        parts = [model(ids[:, :6], attention_mask=am[:, :6], cache_params=cache).logits]
+        parts = [model(ids[:, :6], attention_mask=am[:, :6], **{name: cache}).logits]
         assert cache.seen == 6 and cache.ssm[0].shape == (2, 4, 8, 8) and cache.keys[1].shape == (2, 2, 6, 8)
-        parts.append(model(ids[:, 6:7], attention_mask=am[:, :7], cache_params=cache).logits)
-        parts.append(model(ids[:, 7:10], attention_mask=am[:, :10], cache_params=cache).logits)
-        parts.append(model(ids[:, 10:], attention_mask=am, cache_params=cache).logits)
+        parts.append(model(ids[:, 6:7], attention_mask=am[:, :7], **{name: cache}).logits)
+        parts.append(model(ids[:, 7:10], attention_mask=am[:, :10], **{name: cache}).logits)
+        parts.append(model(ids[:, 10:], attention_mask=am, **{name: cache}).logits)
     stepped = torch.cat(parts, 1)
     assert (stepped - full)[am.bool()].abs().max() < 1e-5
 
@@ -106,6 +110,20 @@ def test_interventions_with_the_cache():
     finally:
         mixer.mixing_mask = None
     assert model.backbone.supports_cache()
+
+
+def test_the_output_carries_the_cache_where_generate_reads_it():
+    """generate takes the next step's cache from the output under one of ALL_CACHE_NAMES (``cache``
+    from transformers 5.24, ``cache_params`` before); building that output must not fail either."""
+    from transformers.generation.utils import ALL_CACHE_NAMES
+    for model in (tiny_llamba(), tiny_hybrid()):
+        ids, am = prompts()
+        with torch.no_grad():
+            out = model(ids, attention_mask=am, use_cache=True)
+        carried = [out[n] for n in ALL_CACHE_NAMES if n in out]
+        assert len(carried) == 1 and isinstance(carried[0], LlambaCache) and carried[0].seen == ids.shape[1]
+    with pytest.raises(ValueError, match="not both"):
+        model(ids, cache=LlambaCache(), cache_params=LlambaCache())
 
 
 def test_beam_search_reorders_the_cache():

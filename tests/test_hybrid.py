@@ -17,6 +17,8 @@ from gna.models.hybrid_student import HybridForCausalLM
 from gna.models.llamba import LlambaForCausalLM
 from gna.models.tiny import build_tiny_model
 
+pytestmark = pytest.mark.oldest  # also run on the lowest supported transformers (.ci/run)
+
 H, KV, L = 4, 2, 2  # tiny Llama: 4 query heads in 2 GQA groups, 2 layers
 
 

@@ -11,6 +11,8 @@ from gna.interventions import (ablate_heads, capture_layer_inputs, drop_layer, h
 from gna.models import adapter_for, describe
 from gna.models.tiny import FAMILIES
 
+pytestmark = pytest.mark.oldest  # also run on the lowest supported transformers (.ci/run)
+
 IDS = torch.tensor([[1, 5, 9, 4, 17, 33, 4, 60, 8, 12, 4, 21, 3, 7]])
 
 

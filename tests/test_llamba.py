@@ -11,6 +11,8 @@ from gna.models.llamba import (DiscreteMamba2, LlambaConfig, LlambaForCausalLM, 
                                ssd_scan)
 from gna.models.tiny import strengthen_llamba_mixers
 
+pytestmark = pytest.mark.oldest  # also run on the lowest supported transformers (.ci/run)
+
 torch.set_num_threads(1)
 
 

@@ -11,6 +11,8 @@ from gna.experiments.run import evaluation_rows
 from gna.lm_eval_047 import LM_EVAL_047, OFFICIAL_SETTINGS, task_config
 from gna.models import load_model
 
+pytestmark = pytest.mark.oldest  # also run on the lowest supported transformers (.ci/run)
+
 ROOT = Path(__file__).resolve().parents[1]
 MICRO = {"path": str(ROOT / "data/models/micro-llama")}
 

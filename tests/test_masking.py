@@ -13,6 +13,8 @@ from gna.interventions.masked_mixing import masked_mixers
 from gna.mixing import mamba2_apply, mamba2_terms
 from gna.models import describe
 
+pytestmark = pytest.mark.oldest  # also run on the lowest supported transformers (.ci/run)
+
 T = 40  # > 2 chunks of the tiny SSMs (chunk_size 16)
 
 

@@ -7,6 +7,8 @@ from gna.errors import GnaError, HeadIndexError, LayerIndexError, UnknownArchite
 from gna.models import describe, load_model
 from gna.models.tiny import FAMILIES
 
+pytestmark = pytest.mark.oldest  # also run on the lowest supported transformers (.ci/run)
+
 EXPECTED = {  # family -> (adapter family, mixer kinds of layer 1, heads per mixer)
     "llama": ("attention", ["attention"], [4]),
     "qwen2": ("attention", ["attention"], [4]),

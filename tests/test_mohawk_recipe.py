@@ -1,6 +1,6 @@
 """goombalab/mohawk's distillation recipe, selectable: the adapter block, every parameter trained in
 stage 2, AdamW weight decay with a warmup-stable-decay schedule, per-stage data mixes. The micro
-defaults (sum, mixers only, no decay, constant lr, one mix) are what they were; README "Reproduction notes"."""
+defaults (sum, mixers only, no decay, constant lr, one mix) are what they were; docs/reproduction-notes.md."""
 import math
 from collections import Counter
 from itertools import islice

@@ -64,6 +64,9 @@ def test_smoke_preset_runs_end_to_end(smoke_run):
     rows = pd.read_csv(smoke_run / "results/topk_removal/zamba2-tiny/k2.csv")
     assert {"model", "intervention", "task", "metric", "value", "seed", "config_hash", "v_torch"} <= set(rows.columns)
     assert "head scan" in (smoke_run / "logs/scan/llama-tiny.log").read_text()  # progress went to the log
+    for model in ("llama-tiny", "mamba2-tiny", "zamba2-tiny"):  # the head explorer, each beside the others
+        page = (smoke_run / f"figures/explorer/{model}.html").read_text()
+        assert page.count('"name":"') == 3 and "gna-data" in page
     for name in ("ssm_masking", "layer_swap", "hybrid_heads"):
         for ext in ("png", "pdf"):
             assert (smoke_run / "figures" / f"{name}.{ext}").stat().st_size > 0

@@ -9,7 +9,7 @@ scan-parameter change after a real run are in test_pipeline.py).
 Interruption: a real run of part of the smoke study (two models, the probe, their head scans)
 with a larger Llama and probe, so that a head scan lasts long enough to be killed in the
 middle; runs killed with SIGKILL or SIGINT during that evaluation job are recovered with the
-README's commands and end bit-identical to the uninterrupted run. A checkpoint (or any output)
+manual's commands (docs/reproducibility.md) and end bit-identical to the uninterrupted run. A checkpoint (or any output)
 killed while being written never appears under its final name (gna.io, under a real SIGKILL).
 """
 import os
@@ -118,7 +118,8 @@ def smoke_with(edit, tmp_path) -> Path:
                   "pruning_figures": 1, "head_keeping_table": 1, "findings": 1, "all": 1}, id="layer_pruning"),
     pytest.param(lambda c: c["models"]["mamba2-tiny"]["random"].update(hidden=64),
                  {"random_model": 1, "head_scan": 1, "ga_heatmaps": 1, "head_ranking_figure": 1, "ssm_masking": 3,
-                  "ssm_masking_figure": 1, "findings": 1, "all": 1}, id="one-model"),
+                  "ssm_masking_figure": 1, "head_patterns": 1, "head_explorer": 3, "findings": 1, "all": 1},
+                 id="one-model"),  # every explorer page offers every scanned model
 ])
 def test_an_experiment_change_reruns_only_its_jobs_and_the_tables_they_feed(skeleton, source, tmp_path,
                                                                              change, expected):
@@ -209,7 +210,7 @@ def start_and_kill(src, workdir, config, log: Path, sig, *args) -> None:
 
 
 def recover(src, work, study, sig) -> dict[str, int]:
-    """The README's recovery after a kill; returns the jobs it planned before rerunning them."""
+    """The manual's recovery after a kill (docs/reproducibility.md); returns the jobs it planned before rerunning them."""
     if sig == signal.SIGKILL:
         # No chance to clean up: the lock stays (`--unlock` lifts it), and an output written
         # before the kill by a job that did not finish is marked incomplete (`--rerun-incomplete`).

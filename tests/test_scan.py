@@ -8,6 +8,8 @@ from gna.probes.kv import generate_kv_probe
 from gna.probes.scoring import encode
 from gna.scan import naive_scan_heads, scan_heads, top_k
 
+pytestmark = pytest.mark.oldest  # also run on the lowest supported transformers (.ci/run)
+
 
 @pytest.fixture(scope="module")
 def probe(word_tokenizer):

@@ -168,7 +168,7 @@ def atp_scan(model: nn.Module, encoded: EncodedProbe, mixers: list[Mixer], batch
     scan methods rank by: the mean over examples of each example's ``|predicted drop|`` (a head whose
     ablation flips some answers one way and some the other has a small mean but changes the
     accuracy; on the micro models this finds the exact top-5 much earlier than ``|atp_drop|``:
-    README). With ``graddrop``, AtP*'s GradDrop magnitude ``sum_l |AtP_l| / (L - 1)`` instead, from
+    docs/performance.md). With ``graddrop``, AtP*'s GradDrop magnitude ``sum_l |AtP_l| / (L - 1)`` instead, from
     L more backward passes per batch.
     """
     if score not in SCORES:

@@ -79,8 +79,8 @@ def heatmap_rows(role: str, head, matrix, tokens: list[str]) -> list[dict]:
 
 
 SCAN_FILES = ("probe.examples.jsonl", "ranking.csv", "ga.csv", "heatmap_gather.csv", "heatmap_aggregate.csv",
-              "heatmaps.png")
-"""What ``gna scan`` writes into ``--out``."""
+              "heatmaps.png", "explorer.html", "patterns.json")
+"""What ``gna scan`` writes into ``--out`` (the last two with ``--html``)."""
 
 
 def check_scan_args(args) -> None:
@@ -107,6 +107,11 @@ def check_scan_args(args) -> None:
     if out.is_dir() and any(p.name not in SCAN_FILES for p in out.iterdir()):
         raise ConfigError(f"--out {args.out} holds files that gna scan does not write (it replaces the whole "
                           f"directory): give a new or empty directory, or a former gna scan output")
+    if getattr(args, "html_prompts", 1) < 1 or getattr(args, "html_top", 1) < 1:
+        raise ConfigError("--html-prompts and --html-top must be at least 1")
+    for other in getattr(args, "compare", None) or ():
+        if not (Path(other) / "patterns.json").is_file():
+            raise ConfigError(f"--compare {other}: no patterns.json there (an output of gna scan --html)")
     # DIR is written as a temporary directory beside it, then renamed: its parent must take one
     # (tried, not inferred from the mode bits: root passes os.access on /proc, a read-only mount...).
     parent = next(p for p in out.resolve().parents if p.exists())
@@ -190,6 +195,8 @@ def cmd_scan(args) -> int:
                     written.append(write_csv(pd.DataFrame(rows), tmp / f"heatmap_{role}.csv"))
             save_figure(heatmaps.figure({name: patterns}, {name: tokens}), tmp / "heatmaps.png")
             written.append(tmp / "heatmaps.png")
+            if args.html:
+                written += explorer_files(args, name, model, tok, examples, ranking, ga, tmp)
     except OSError as e:  # whatever the filesystem says (full, read-only, gone, not a directory): one line
         raise ConfigError(f"--out {args.out}: cannot write {e.filename or out}: {e.strerror or e}") from None
 
@@ -273,7 +280,7 @@ def parser() -> argparse.ArgumentParser:
                    "the attribution-patching estimate only (one forward + backward per batch; no accuracy "
                    "columns); atp+exact: ablate the estimate's top --candidates heads and --guard-sample others "
                    "exactly, the rest ranked below by the estimate. benchmarks/atp_validation.py measures it against "
-                   "exact (README: 'Attribution patching'); the default stays the paper's exact (default: %(default)s)")
+                   "exact (docs/performance.md: 'Attribution patching'); the default stays the paper's exact (default: %(default)s)")
     g.add_argument("--candidates", type=int, default=16, help="atp+exact: heads ablated exactly (default: %(default)s)")
     g.add_argument("--guard-sample", type=int, default=8, help="atp+exact: other heads ablated exactly, drawn at "
                    "random (seed --seed), to count false negatives (default: %(default)s)")
@@ -283,8 +290,29 @@ def parser() -> argparse.ArgumentParser:
                    help="the estimate's score: correct choice's log-prob minus the best other's, or the correct "
                    "choice's log-prob (default: %(default)s)")
     g.add_argument("--graddrop", action="store_true", help="AtP*'s GradDrop (one backward pass per layer)")
+    g = s.add_argument_group("head explorer (gna.report.explorer)")
+    g.add_argument("--html", action="store_true", help="also write explorer.html, one self-contained page (no "
+                   "network): the ranking as a sortable, filterable table and the top heads' mixing patterns on "
+                   "several prompts (hover a token to see what it reads), and patterns.json (its data)")
+    g.add_argument("--html-prompts", type=int, default=3, help="probe prompts shown per head (default: %(default)s)")
+    g.add_argument("--html-top", type=int, default=8, help="top heads whose patterns are shown, besides every "
+                   "Gather and Aggregate head (default: %(default)s)")
+    g.add_argument("--compare", action="append", metavar="DIR", help="another gna scan --html output to offer "
+                   "beside this model in the page (repeatable)")
     s.set_defaults(run=cmd_scan)
     return top
+
+
+def explorer_files(args, name, model, tok, examples, ranking, ga, tmp: Path) -> list[Path]:
+    """``--html``: explorer.html and patterns.json (this model's data, for another scan's --compare)."""
+    from .report import explorer
+
+    heads = explorer.heads_to_show(ranking, ga, args.html_top)
+    prompts = [e["prompt"] for e in examples[:args.html_prompts]]
+    probe = f"{args.format} format, {args.pairs} pairs, separator {args.separator!r}, seed {args.seed}"
+    data = explorer.explorer_data(name, ranking, ga, explorer.head_patterns(model, tok, prompts, heads), probe)
+    others = [explorer.read_data(Path(d) / "patterns.json") for d in args.compare or ()]
+    return [explorer.write([data] + others, tmp / "explorer.html"), explorer.write_data(data, tmp / "patterns.json")]
 
 
 def main(argv: list[str] | None = None) -> int:

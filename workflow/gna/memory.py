@@ -78,7 +78,7 @@ def measure_cache_bytes(model, seq_len: int, vocab_size: int | None = None) -> i
     vocab = vocab_size or model.config.vocab_size
     ids = torch.arange(seq_len, device=next(model.parameters()).device)[None] % max(vocab - 5, 1) + 5
     out = model(input_ids=ids, use_cache=True)
-    cache = getattr(out, "past_key_values", None) or getattr(out, "cache_params", None)
+    cache = next((v for k, v in out.items() if k in ("cache", "past_key_values", "cache_params")), None)
     if cache is None:
         raise ValueError(f"{type(model).__name__} returned no inference cache")
     return _tensor_bytes(cache, set())

@@ -71,7 +71,7 @@ def mamba2_apply(mixer: nn.Module, x: torch.Tensor, matrix: torch.Tensor, gate: 
         return mixer.out_proj((y * F.silu(gate.float())).to(gate.dtype))
     if stats_matrix is None:
         return mixer.out_proj(mixer.norm(y.to(gate.dtype), gate))
-    if not hasattr(mixer.norm, "group_size"):
+    if not hasattr(mixer.norm, "variance_epsilon"):
         raise InterventionError(f"{type(mixer.norm).__name__} is not Mamba-2's gated RMSNorm: masking with the "
                                 "unmasked statistics is implemented for that norm only")
     ref = torch.einsum("bhts,bshp->bthp", stats_matrix, x.float()).flatten(2)
@@ -81,14 +81,16 @@ def mamba2_apply(mixer: nn.Module, x: torch.Tensor, matrix: torch.Tensor, gate: 
 def _gated_norm(norm: nn.Module, y: torch.Tensor, gate: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     """transformers' ``MambaRMSNormGated`` (Mamba-2, Zamba2) applied to ``y (B, T, H*P)`` with the
     per-group variance of ``ref`` (same shape): the same operations in the same order, so
-    ``ref is y`` gives the module's own output."""
+    ``ref is y`` gives the module's own output. transformers before 5.23 has no ``group_size``: its
+    norm takes the variance over the whole width (one group), as this does then."""
     dtype = y.dtype
     g = F.silu(gate.to(torch.float32))
     h, r = y.to(torch.float32) * g, ref.to(torch.float32) * g
     *prefix, last = h.shape
-    groups = last // norm.group_size
-    variance = r.view(*prefix, groups, norm.group_size).pow(2).mean(-1, keepdim=True)
-    h = (h.view(*prefix, groups, norm.group_size) * torch.rsqrt(variance + norm.variance_epsilon)).view(*prefix, last)
+    size = getattr(norm, "group_size", last)
+    groups = last // size
+    variance = r.view(*prefix, groups, size).pow(2).mean(-1, keepdim=True)
+    h = (h.view(*prefix, groups, size) * torch.rsqrt(variance + norm.variance_epsilon)).view(*prefix, last)
     return norm.weight * h.to(dtype)
 
 

@@ -38,7 +38,7 @@ def deterministic_torch() -> None:
     exist (CUDA ``index_add_``, scatter, cumsum ...; warn_only: ops without one, e.g. SDPA's
     memory-efficient backward, warn in the log rather than fail) and cuBLAS's fixed workspace
     (read when CUDA starts, so set before). mamba-ssm's Triton kernels are outside torch's switch:
-    their backward (atomic adds) stays nondeterministic (see the README's reproduction notes)."""
+    their backward (atomic adds) stays nondeterministic (see docs/reproduction-notes.md)."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     import torch
 

@@ -1,6 +1,6 @@
 # `snakemake check_figures`: after the study, its tables and verdicts against the ones committed in
 # figures/ (git HEAD): numbers within the tolerances of gna.report.tolerance, verdicts exactly.
-# Byte identity holds on one machine; on another, this is the check (README, Reproducibility).
+# Byte identity holds on one machine; on another, this is the check (docs/reproducibility.md).
 
 
 rule check_figures:

@@ -203,6 +203,7 @@ def paper_keys(models):
 
 def all_targets():
     targets = (expand("results/scan/{model}.ranking.csv", model=SCAN_MODELS)
+               + expand("figures/explorer/{model}.html", model=SCAN_MODELS)
                + ["figures/head_ranking.png", "figures/head_ranking.md"])
     if "layer_pruning" in EXPERIMENTS:
         targets += ["figures/gradual_pruning.png", "figures/individual_pruning.png"]
@@ -231,7 +232,11 @@ def all_targets():
     return targets + ["figures/findings.md"]
 
 
-# used by scan.smk
+# used by scan.smk: the head explorer's probe prompts per head and top heads shown (besides every
+# Gather and Aggregate head)
+EXPLORER_PROMPTS, EXPLORER_TOP = 3, 8
+
+
 def scan_probe(scan_dir):
     """results/scan ranks on the G&A probe (kv_probe.separator); results/scan_distill on the
     follow-up's (hybrid_distillation.kv_separator), for the distilled teacher."""

@@ -285,7 +285,7 @@ rule evaluate_hybrid:
 
 rule distill_tokens:
     # CPU only; reads the Hub's data sets. Where the cluster's nodes are offline, run
-    # `snakemake --cores 16 distill_data` on a host that is online first (README, "Distillation data").
+    # `snakemake --cores 16 distill_data` on a host that is online first (docs/paper-dag.md, "Distillation data").
     input:
         teacher=lambda wc: model_input(wc.teacher),  # its tokenizer
     output:

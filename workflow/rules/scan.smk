@@ -72,3 +72,44 @@ rule ga_heatmaps:
         MODEL_ENV
     script:
         "../scripts/ga_heatmaps.py"
+
+
+# The head explorer: per scanned model one self-contained HTML page (ranking table, the top heads'
+# mixing patterns on several probe prompts, the other scanned models beside it); gna.report.explorer.
+rule head_patterns:
+    input:
+        model=lambda wc: model_input(wc.model),
+        probe=scan_probe("scan"),
+        ranking="results/scan/{model}.ranking.csv",
+        ga="results/scan/{model}.ga.csv",
+    output:
+        "results/scan/{model}.patterns.json",
+    params:
+        spec=lambda wc: model_spec(wc.model),
+        prompts=EXPLORER_PROMPTS,
+        top=EXPLORER_TOP,
+    threads: THREADS
+    resources:
+        **MODEL_RESOURCES,
+    log:
+        "logs/scan/{model}.patterns.log",
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/head_patterns.py"
+
+
+rule head_explorer:
+    input:
+        own="results/scan/{model}.patterns.json",
+        others=lambda wc: expand("results/scan/{m}.patterns.json", m=[m for m in SCAN_MODELS if m != wc.model]),
+    output:
+        # in figures/ (git's): the report links the pages before a run too, as it does the figures
+        report("figures/explorer/{model}.html", caption="../report/head_explorer.rst", category="Head explorer",
+               labels={"model": "{model}"}),
+    log:
+        "logs/figures/explorer/{model}.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/head_explorer.py"

@@ -27,7 +27,7 @@ with the same weights, bit for bit on the CPU, as an uninterrupted run: the data
 replayed from the right step and all training state (weights, AdamW moments and step counts,
 scheduler, torch's CPU and CUDA RNG) is restored exactly. On CUDA the state is restored the same
 way, but the steps after it are not bit for bit: mamba-ssm's SSD backward and SDPA's backward add
-with atomics (README, reproduction notes). A checkpoint written with other hyperparameters is
+with atomics (docs/reproduction-notes.md). A checkpoint written with other hyperparameters is
 refused rather than mixed in. ``seed`` seeds torch at a fresh start; the data order is the caller's.
 
 Inside a torch.distributed process group the same loop is one data-parallel rank

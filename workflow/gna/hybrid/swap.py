@@ -13,10 +13,10 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers.masking_utils import create_causal_mask
 
 from ..interventions import swap_layer
 from ..models import adapter_for
+from ..models.cache_names import causal_mask_without_cache
 from ..models.llamba import LlambaForCausalLM
 from .distillation import distill
 from .student import build_student, to_llamba
@@ -40,8 +40,7 @@ class AttentionLayerShim(nn.Module):
 
     def forward(self, hidden_states, attention_mask=None, **kwargs):
         position_ids = torch.arange(hidden_states.shape[1], device=hidden_states.device)[None]
-        mask = create_causal_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask,
-                                  past_key_values=None, position_ids=position_ids)
+        mask = causal_mask_without_cache(self.config, hidden_states, attention_mask, position_ids)
         out = self.layer(hidden_states, attention_mask=mask, position_ids=position_ids,
                          position_embeddings=self.rotary_emb(hidden_states, position_ids), use_cache=False)
         return out[0] if isinstance(out, tuple) else out

@@ -1,4 +1,4 @@
-"""Causal-LM families of transformers that no adapter describes, each with the reason (issue 24).
+"""Causal-LM families of transformers that no adapter describes, each with the reason.
 
 The G&A analyses need a decoder-only language model whose token mixers are softmax attention,
 Mamba-1 or Mamba-2 (alone, interleaved or in parallel), each described head for head by an adapter
@@ -63,6 +63,13 @@ REFUSED: dict[str, str] = {
                     "mixers that are neither attention nor Mamba",
     "inkling2_text": "attention-residual blocks and short convolutions beside attention: token mixers that are "
                      "neither attention nor Mamba",
+    "inkling2_loop_text": "Inkling-2 with looped layers: attention-residual blocks, short convolutions beside "
+                          "attention, and layers run several times: token mixers that are neither attention nor "
+                          "Mamba",
+    "dory": "Dory: a recurrent-depth model (a section of layers run in several loops) whose layers interpolate the "
+            "hidden state towards an L2-normalised update (nGPT) instead of adding to it: a head's output is not an "
+            "additive term of one pass's residual stream",
+    "lara_mini": _RECURRENT + " (Gated DeltaNet layers beside attention)",
     "qwen3_next": _RECURRENT + " (Gated DeltaNet layers beside attention)",
     "qwen3_5": _RECURRENT + " (Gated DeltaNet layers beside attention)",
     "qwen3_5_text": _RECURRENT + " (Gated DeltaNet layers beside attention)",
@@ -82,6 +89,9 @@ REFUSED: dict[str, str] = {
              "through a per-layer linear; no adapter describes it yet (Zamba2 has one)",
 }
 """transformers model type -> why no adapter describes it."""
+
+NOT_IN_LOWEST_SUPPORTED = frozenset({"dory", "inkling2_loop_text", "inkling2_text", "lara_mini", "lfm3"})
+"""Refused model types that the lowest supported transformers (pyproject.toml's bound) does not have yet."""
 
 
 def refusal_of(model_type: str | None) -> str | None:

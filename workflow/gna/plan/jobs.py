@@ -143,7 +143,7 @@ def _training(s: Study, teacher: str, d: dict, stage: int, k: int, state: int, w
     data = stage_data(d.get("data"), stage)  # the stage's batch (by_stage: mohawk's 64 in stage 1, 128 after)
     batch = int(data.get("batch_size", 8))
     seq = int(data.get("seq_len", 2048 if data.get("source") == "web" else 128))
-    # the paper-scale defaults assumed where the config leaves them out (issue 13: micro-batches of 4
+    # the paper-scale defaults assumed where the config leaves them out (micro-batches of 4
     # sequences with gradient accumulation, stage 3's logit loss in chunks of 4096 tokens)
     mb = int(d.get("micro_batch_size") or min(4, batch))
     steps = (d.get("steps") or [None] * 3)[stage - 1]
@@ -247,6 +247,10 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
         ppl = E.heldout_perplexity(hw, info, int(data.get("batch_size", 8)), int(data.get("seq_len", 2048)))
         e.gpu_gb = max(e.gpu_gb, ppl / GB)
         return e
+    if rule == "head_patterns":  # one model, a few prompts' mixing matrices
+        info = s.info(wc["model"])
+        return Estimate(gpu_gb=(info.weight_bytes + 4 * GB) / GB, host_gb=E.host_gb(hw, info),
+                        hours=E.load_seconds(hw, info) / 3600 + 0.05)
     if rule in ("ga_heatmaps", "inference_memory"):
         models = (ex.get("heatmaps", {}).get("models", []) if rule == "ga_heatmaps"
                   else ex.get("memory", {}).get("models", []))

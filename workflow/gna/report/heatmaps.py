@@ -10,6 +10,7 @@ from ..experiments.head_selection import top_role_head
 from ..mixing import mixing_matrices
 from ..models import describe
 from .common import save_figure
+from .explorer import display_matrix
 
 ROLES = ("gather", "aggregate")
 
@@ -27,11 +28,7 @@ def head_patterns(model, tokenizer, prompt: str, ga: pd.DataFrame) -> dict[str, 
             continue
         layer, h, kind = head
         mat = mixing_matrices(model, describe(model).mixer(layer, kind), ids)[0, h].cpu()
-        if kind != "attention":
-            mat = mat.abs()
-            mat.diagonal().zero_()
-            mat = mat / mat.sum(-1, keepdim=True).clamp_min(1e-12)
-        out[role] = (head, mat)
+        out[role] = (head, display_matrix(mat, kind))
     return out
 
 

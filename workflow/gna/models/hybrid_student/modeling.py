@@ -28,11 +28,11 @@ from huggingface_hub.dataclasses import strict
 from torch import nn
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, LlamaConfig
 from transformers import initialization as init
-from transformers.masking_utils import create_causal_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.llama.modeling_llama import (LlamaRotaryEmbedding, apply_rotary_pos_emb,
                                                       eager_attention_forward)
 
+from ..cache_names import causal_mask_without_cache
 from ..llamba import LlambaConfig, LlambaDecoderLayer, LlambaForCausalLM, LlambaModel
 from ..llamba.modeling import LlambaPreTrainedModel, LlambaRMSNorm
 
@@ -152,8 +152,7 @@ class HybridDecoderLayer(LlambaDecoderLayer):
         T = u.shape[1]
         position_ids = torch.arange(seen, seen + T, device=u.device)[None]
         if not seen:  # a whole sequence (or a cache's prefill): exactly the uncached mask
-            mask = create_causal_mask(config=self.attn.config, inputs_embeds=u, attention_mask=attention_mask,
-                                      past_key_values=None, position_ids=position_ids)
+            mask = causal_mask_without_cache(self.attn.config, u, attention_mask, position_ids)
         else:  # additive, as transformers' eager mask: 0 where allowed, the dtype's min elsewhere
             S = seen + T
             allowed = (torch.arange(S, device=u.device)[None, :] <= position_ids[0, :, None])[None]  # (1, T, S)

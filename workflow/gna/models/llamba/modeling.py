@@ -31,6 +31,7 @@ from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.modeling_outputs import BaseModelOutput, CausalLMOutput
 
+from ..cache_names import CACHE_NAME, pick_cache
 from .configuration import LlambaConfig
 from .kernels import fused_conv, fused_ssd, kernels_for
 
@@ -318,7 +319,8 @@ class DiscreteMamba2(nn.Module):
 
 
 class LlambaCache:
-    """What cached generation carries from one forward to the next (``cache_params`` in ``generate``).
+    """What cached generation carries from one forward to the next (``generate``'s ``cache``, before
+    transformers 5.24 ``cache_params``: :data:`gna.models.cache_names.CACHE_NAME`).
 
     Per layer index: ``conv[i]`` (batch, conv_dim, d_conv), the mixer's last conv inputs;
     ``ssm[i]`` (batch, n_heads, head_dim, d_state), float32, its SSM state; and for the hybrid
@@ -386,7 +388,7 @@ class LlambaPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
-        return False  # no DynamicCache: generation carries its own LlambaCache as cache_params
+        return False  # no DynamicCache: generation carries its own LlambaCache
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -421,12 +423,15 @@ class LlambaModel(LlambaPreTrainedModel):
                    and layer.mixer.mixing_mask is None for layer in self.layers)
 
     def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, output_hidden_states=None,
-                cache_params: LlambaCache | None = None, **kwargs) -> BaseModelOutput:
+                cache: LlambaCache | None = None, cache_params: LlambaCache | None = None,
+                **kwargs) -> BaseModelOutput:
         """``hidden_states`` (if asked): the embeddings, each later layer's input, and the normed output.
 
-        ``cache_params``: a :class:`LlambaCache`, updated in place; once it has seen tokens the input
-        holds only the new ones (``attention_mask`` all of them, seen + new).
+        ``cache`` (or ``cache_params``, its name before transformers 5.24): a :class:`LlambaCache`,
+        updated in place; once it has seen tokens the input holds only the new ones (``attention_mask``
+        all of them, seen + new).
         """
+        cache_params = pick_cache(cache, cache_params)
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids and inputs_embeds")
         if cache_params is not None and not self.supports_cache():
@@ -450,11 +455,18 @@ class LlambaModel(LlambaPreTrainedModel):
         return BaseModelOutput(last_hidden_state=h, hidden_states=tuple(all_hidden) if output_hidden_states else None)
 
 
-@dataclass
-class LlambaCausalLMOutput(CausalLMOutput):
-    """CausalLMOutput plus the generation cache (absent from the output when None)."""
+if CACHE_NAME == "cache":
+    @dataclass
+    class LlambaCausalLMOutput(CausalLMOutput):
+        """CausalLMOutput plus the generation cache (absent from the output when None)."""
 
-    cache_params: LlambaCache | None = None
+        cache: LlambaCache | None = None
+else:  # transformers < 5.24: generate reads and passes on ``cache_params``
+    @dataclass
+    class LlambaCausalLMOutput(CausalLMOutput):
+        """CausalLMOutput plus the generation cache (absent from the output when None)."""
+
+        cache_params: LlambaCache | None = None
 
 
 class LlambaForCausalLM(LlambaPreTrainedModel, GenerationMixin):
@@ -483,13 +495,16 @@ class LlambaForCausalLM(LlambaPreTrainedModel, GenerationMixin):
 
     def forward(self, input_ids=None, attention_mask=None, labels=None, inputs_embeds=None,
                 output_hidden_states=None, logits_to_keep: int | torch.Tensor = 0, use_cache: bool | None = None,
-                cache_params: LlambaCache | None = None, **kwargs) -> LlambaCausalLMOutput:
+                cache: LlambaCache | None = None, cache_params: LlambaCache | None = None,
+                **kwargs) -> LlambaCausalLMOutput:
         """logits: (batch, T, padded_vocab_size), float32. ``labels`` are shifted inside; -100 is ignored.
         ``logits_to_keep``: an int k keeps the last k positions' logits, a 1-D tensor those positions.
 
-        ``use_cache=True`` starts a :class:`LlambaCache` (returned as ``cache_params``) when none is given;
-        pass it back with only the new tokens (and the whole attention mask) to continue.
+        ``use_cache=True`` starts a :class:`LlambaCache` when none is given, returned as the output's
+        ``cache`` (``cache_params`` before transformers 5.24; either name is taken as input); pass it
+        back with only the new tokens (and the whole attention mask) to continue.
         """
+        cache_params = pick_cache(cache, cache_params)
         if cache_params is None and use_cache:
             cache_params = LlambaCache()
         out = self.backbone(input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
@@ -505,19 +520,20 @@ class LlambaForCausalLM(LlambaPreTrainedModel, GenerationMixin):
             loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten().to(logits.device),
                                    ignore_index=-100)
         return LlambaCausalLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
-                                    cache_params=cache_params)
+                                    **{CACHE_NAME: cache_params})
 
-    def prepare_inputs_for_generation(self, input_ids, attention_mask=None, cache_params=None, use_cache=None,
-                                      **kwargs):
+    def prepare_inputs_for_generation(self, input_ids, attention_mask=None, cache=None, cache_params=None,
+                                      use_cache=None, **kwargs):
         # With use_cache (lm-eval's generate_until passes it), the first step runs the prompt and
         # fills a LlambaCache, later steps feed only the tokens not yet seen. Without it, or when
         # layers were swapped out / masked (see LlambaModel.supports_cache), every step runs the
         # full sequence so far, as before.
+        cache_params = pick_cache(cache, cache_params)
         inputs = {}
         if use_cache and self.backbone.supports_cache():
             if cache_params is not None and cache_params.seen:
                 input_ids = input_ids[:, cache_params.seen:]
-            inputs.update(use_cache=True, cache_params=cache_params)
+            inputs.update(use_cache=True, **{CACHE_NAME: cache_params})
         inputs.update(input_ids=input_ids, attention_mask=attention_mask)
         if kwargs.get("logits_to_keep") is not None:
             inputs["logits_to_keep"] = kwargs["logits_to_keep"]
