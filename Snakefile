@@ -33,6 +33,7 @@ include: "workflow/rules/heads.smk"
 include: "workflow/rules/memory.smk"
 include: "workflow/rules/masking.smk"
 include: "workflow/rules/hybrid.smk"
+include: "workflow/rules/questions.smk"  # the open questions: pairs, formats, seeds, mohawk export
 include: "workflow/rules/report.smk"
 include: "workflow/rules/batch.smk"  # micro scale: several conditions per job (batch_conditions)
 include: "workflow/rules/micro.smk"

@@ -228,6 +228,7 @@ def all_targets():
         targets += ["figures/layer_swap.png", "figures/layer_swap.md"]
     if "hybrid_distillation" in EXPERIMENTS:
         targets += ["figures/hybrid_heads.png", "figures/hybrid_heads.md", "figures/hybrid_state_size.md"]
+    targets += question_targets()  # questions.smk
     return targets + ["figures/findings.md"]
 
 
