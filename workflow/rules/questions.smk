@@ -7,6 +7,7 @@ HEAD_PAIRS = experiment_config("head_pairs")
 PROBE_FORMATS = experiment_config("probe_formats")
 RANKING_SEEDS = experiment_config("ranking_seeds")
 MOHAWK_EXPORT = experiment_config("mohawk_export")
+GA_PATHS = experiment_config("ga_paths")
 
 
 def format_probe(fmt):
@@ -32,6 +33,8 @@ def question_targets():
         targets += ["figures/probe_formats.png", "figures/probe_formats.md"]
     if RANKING_SEEDS:
         targets += ["figures/ranking_seeds.png", "figures/ranking_seeds.md"]
+    if GA_PATHS:
+        targets += ["figures/ga_paths.png", "figures/ga_paths.md"]
     if MOHAWK_EXPORT:
         targets += [f"results/questions/mohawk/{m}/{name}_{k}.{ext}" for m in MOHAWK_EXPORT["models"]
                     for k in MOHAWK_EXPORT["k"] for name, ext in (("architecture", "yaml"), ("heads", "txt"))]
@@ -230,3 +233,44 @@ rule mohawk_export:
         CPU_ENV
     script:
         "../scripts/mohawk_export.py"
+
+
+rule ga_paths:
+    # Path patching: each top Gather's output removed only from each later top Aggregate's keys and values.
+    input:
+        model=lambda wc: model_input(wc.model),
+        probe=probe_path(),
+        ga="results/scan/{model}.ga.csv",
+    output:
+        "results/questions/paths/{model}.csv",
+    params:
+        spec=lambda wc: model_spec(wc.model),
+        n_gather=GA_PATHS.get("n_gather"),
+        n_aggregate=GA_PATHS.get("n_aggregate"),
+        batch_size=config["scan"]["batch_size"],
+        max_rows=config["scan"]["max_rows"],
+    threads: THREADS
+    resources:
+        **MODEL_RESOURCES,
+    log:
+        "logs/questions/paths/{model}.log",
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/ga_paths.py"
+
+
+rule ga_paths_figure:
+    input:
+        expand("results/questions/paths/{model}.csv", model=experiment_models("ga_paths")),
+    output:
+        png=report("figures/ga_paths.png", caption="../report/ga_paths.rst", category="Open questions"),
+        pdf="figures/ga_paths.pdf",
+        md="figures/ga_paths.md",
+        csv="figures/ga_paths.csv",
+    log:
+        "logs/figures/ga_paths.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/ga_paths_figure.py"

@@ -1,6 +1,8 @@
 """The open questions' figures and tables in figures/ (PNG, PDF, CSV, Markdown), from the rules' rows."""
 from __future__ import annotations
 
+import re
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -32,9 +34,10 @@ def _label(model, head, tags):
 def head_pairs(pair_paths, minimal_paths, ga_paths, png, pdf, csv, md, minimal_csv) -> None:
     pairs, minimal, tags = read_csvs(pair_paths), read_csvs(minimal_paths), roles(ga_paths)
     models = list(dict.fromkeys(pairs.model))
-    fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4.4), squeeze=False)
-    fig.suptitle("Pair interaction on KV accuracy: drop(a, b) - drop(a) - drop(b)  (red complementary, "
-                 "blue redundant)", fontsize=9)
+    fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4.6), squeeze=False,
+                             gridspec_kw={"wspace": 0.45})
+    fig.suptitle("Pair interaction on KV accuracy: drop(a, b) - drop(a) - drop(b)\n(red: super-additive, "
+                 "complementary; blue: sub-additive, redundant or in series)", fontsize=9)
     for m, ax in zip(models, axes[0]):
         sub = pairs[pairs.model == m]
         heads = list(dict.fromkeys(sub.sort_values("rank_a").head_a.tolist() + sub.sort_values("rank_b").head_b.tolist()))
@@ -94,7 +97,7 @@ def probe_formats(ranking_paths, across_paths, top_k, png, pdf, csv, md) -> None
                                         for r in sub.itertuples()], fontsize=7)
         used = str(sub.formats_used.iloc[0])
         ax.set_title(f"{m}\n(baseline accuracy under each format; ranked on {used})", fontsize=8)
-        corr = rank_correlations(rankings[rankings.model == m]).assign(model=m)
+        corr = rank_correlations(rankings[rankings.model == m], top_k).assign(model=m)
         corr_rows.append(corr)
         base_rows.append(base.reset_index().assign(model=m, used=lambda d: d.format.isin(used.split("+"))))
     save_figure(fig, png, pdf)
@@ -106,8 +109,8 @@ def probe_formats(ranking_paths, across_paths, top_k, png, pdf, csv, md) -> None
     text = ("# Format-sensitive heads\n\nOne KV retrieval in several prompt formats on the same keys and values. "
             "Baseline accuracy per format (a format enters the ranking across formats when above chance):\n\n"
             + markdown_table(with_precision(base[["model", "format", "baseline", "chance", "used"]]))
-            + "\n## Rank correlation between formats (Spearman, every head)\n\n"
-            + markdown_table(with_precision(corr[["model", "format_a", "format_b", "spearman"]]))
+            + f"\n## Rank correlation between formats (Spearman, every head) and top-{top_k} overlap\n\n"
+            + markdown_table(with_precision(corr[["model", "format_a", "format_b", "spearman", "topk_overlap"]]))
             + f"\n## The strongest across formats (by worst rank), top {top_k}\n\n"
             + markdown_table(with_precision(across.groupby("model").head(top_k)[keep[:8]]))
             + f"\n## Format-sensitive heads: in one format's top {top_k} and not in another's\n\n"
@@ -134,7 +137,7 @@ def ranking_seeds(spread_paths, top_k, png, pdf, csv, md) -> None:
                      f"(min {sub.topk_overlap_min.iloc[0]:.2f}), seeds {sub.seeds.iloc[0]}", fontsize=8)
     save_figure(fig, png, pdf)
     write_csv(with_precision(spread), csv)
-    cols = ["model", "layer", "head", "kind"] + [c for c in spread.columns if c.startswith("rank_s")]
+    cols = ["model", "layer", "head", "kind"] + [c for c in spread.columns if re.fullmatch(r"rank_s\d+", c)]
     cols += ["mean_rank", "rank_spread", "mean_drop", "min_drop", "max_drop"]
     summary = spread.drop_duplicates("model")[["model", "seeds", "top_k", "topk_overlap", "topk_overlap_min",
                                                "probe_sha256"]]
@@ -144,3 +147,36 @@ def ranking_seeds(spread_paths, top_k, png, pdf, csv, md) -> None:
             + f"\n## The top {top_k} heads by mean rank\n\n"
             + markdown_table(with_precision(spread.groupby("model").head(top_k)[cols])))
     write_text(text, md)
+
+
+def ga_paths(paths, png, pdf, csv, md) -> None:
+    """Per model: the G-to-A matrix of path-patched KV drops, each cell beside the whole-head drops."""
+    rows = read_csvs(paths)
+    models = list(dict.fromkeys(rows.model))
+    fig, axes = plt.subplots(1, len(models), figsize=(4.4 * len(models), 3.6), squeeze=False)
+    fig.suptitle("KV accuracy drop with Gather g removed only from Aggregate a's keys and values\n"
+                 "(each cell: every path g -> a's K/V / the direct path alone)", fontsize=9)
+    for m, ax in zip(models, axes[0]):
+        sub = rows[rows.model == m]
+        gs, As = list(dict.fromkeys(sub.sender)), list(dict.fromkeys(sub.receiver))
+        mat = np.full((len(gs), len(As)), np.nan)
+        for r in sub.itertuples():
+            mat[gs.index(r.sender), As.index(r.receiver)] = r.drop_all_paths
+        direct = {(r.sender, r.receiver): r.drop for r in sub.itertuples()}
+        ax.imshow(mat, cmap="Reds", vmin=0, vmax=max(0.05, float(np.nanmax(mat))))
+        for (y, x), v in np.ndenumerate(mat):
+            if not np.isnan(v):
+                ax.text(x, y, f"{v:.2f} / {direct[(gs[y], As[x])]:.2f}", ha="center", va="center", fontsize=8)
+        whole = sub.drop_duplicates("sender").set_index("sender").sender_ablated_drop
+        wa = sub.drop_duplicates("receiver").set_index("receiver").receiver_ablated_drop
+        ax.set_yticks(range(len(gs)), [f"{g} (G, whole {whole[g]:.2f})" for g in gs], fontsize=7)
+        ax.set_xticks(range(len(As)), [f"{a}\n(A, whole {wa[a]:.2f})" for a in As], fontsize=7)
+        ax.set_title(m, fontsize=9)
+    save_figure(fig, png, pdf)
+    keep = ["model", "sender", "receiver", "drop_all_paths", "drop", "margin_drop_all_paths", "margin_drop",
+            "sender_ablated_drop", "receiver_ablated_drop", "kv_group", "baseline_accuracy", "n_examples"]
+    write_csv(with_precision(rows[keep]), csv)
+    write_text("# Which Gather feeds which Aggregate\n\nPath patching: a Gather head's output removed only from "
+               "an Aggregate head's keys and values (the rest of the model reads it), against ablating each head "
+               "whole (plain zero ablation). drop_all_paths: the Aggregate's K/V read the stream as it is without "
+               "the Gather; drop: its direct write alone removed.\n\n" + markdown_table(with_precision(rows[keep])), md)

@@ -84,15 +84,20 @@ def _key(df: pd.DataFrame) -> pd.Series:
     return df.layer.astype(str) + ":" + df.kind + ":" + df["head"].astype(str)
 
 
-def rank_correlations(rankings: pd.DataFrame) -> pd.DataFrame:
+def rank_correlations(rankings: pd.DataFrame, top_k: int | None = None) -> pd.DataFrame:
     """Spearman's rho between every two formats' rankings of the same heads (ranks are a permutation,
-    so rho is the Pearson correlation of the ranks). ``rankings``: the scan's rows plus ``format``."""
+    so rho is the Pearson correlation of the ranks), and with ``top_k`` the share of one format's top k
+    in the other's (``topk_overlap``): heads that do nothing in either format rank by noise, which
+    rho over every head counts and the top k does not. ``rankings``: the scan's rows plus ``format``."""
     wide = rankings.assign(_h=_key(rankings)).pivot(index="_h", columns="format", values="rank")
     rows = []
     for a, b in itertools.combinations(list(dict.fromkeys(rankings.format)), 2):
         rho = float(np.corrcoef(wide[a], wide[b])[0, 1]) if len(wide) > 1 else float("nan")
-        rows.append(dict(format_a=a, format_b=b, spearman=rho))
-    return pd.DataFrame(rows, columns=["format_a", "format_b", "spearman"])
+        row = dict(format_a=a, format_b=b, spearman=rho)
+        if top_k:
+            row["topk_overlap"] = len(set(wide.index[wide[a] <= top_k]) & set(wide.index[wide[b] <= top_k])) / top_k
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["format_a", "format_b", "spearman"] + (["topk_overlap"] if top_k else []))
 
 
 def usable_formats(rankings: pd.DataFrame, above_chance: float) -> list[str]:

@@ -56,7 +56,8 @@ def greedy_minimal_set(model: nn.Module, encoded: EncodedProbe, ranking: pd.Data
                        baseline: ProbeScore | None = None, **batching) -> pd.DataFrame:
     """The smallest set, grown one head at a time, that takes accuracy to ``chance + margin``: each step
     adds the candidate (of the ranking's top ``candidates``) whose joint ablation with the set so far
-    leaves the lowest accuracy (ties: lower margin, then higher rank). Beside each step, the top-k by
+    leaves the lowest accuracy (ties: lower margin, then higher rank); the first step takes the
+    ranking's first head, the single head the scan already found lowest. Beside each step, the top-k by
     single-head rank of the same size. Rows: ``step``, ``greedy_set``, ``greedy_accuracy``,
     ``topk_set``, ``topk_accuracy`` (and margins), ``reached`` (greedy at chance), ``chance``."""
     pool = top_k(ranking, min(candidates, len(ranking)))
@@ -64,7 +65,8 @@ def greedy_minimal_set(model: nn.Module, encoded: EncodedProbe, ranking: pd.Data
     chosen: list = []
     rows = []
     for step in range(1, min(max_size, len(pool)) + 1):
-        rest = [h for h in pool if h not in chosen]
+        # step 1: the ranking's first head, which the scan found lowest alone (ties: by log-prob drop)
+        rest = [h for h in pool if h not in chosen] if chosen else pool[:1]
         topk = top_k(ranking, step)
         got = _drops(ablate_sets(model, encoded, [chosen + [h] for h in rest] + [topk], baseline=baseline,
                                  **batching))
@@ -77,7 +79,7 @@ def greedy_minimal_set(model: nn.Module, encoded: EncodedProbe, ranking: pd.Data
                          greedy_margin=float(trial.margin[best]), topk_set=set_name(sorted(topk)),
                          topk_accuracy=float(ref.accuracy), topk_margin=float(ref.margin),
                          baseline_accuracy=float(ref.baseline_accuracy), chance=chance,
-                         reached=acc <= chance + margin, n_examples=int(ref.n_examples)))
+                         reached=acc <= chance + margin, chance_margin=margin, n_examples=int(ref.n_examples)))
         if acc <= chance + margin:
             break
     return pd.DataFrame(rows)
