@@ -56,6 +56,7 @@ rule head_pairs:
         candidates=HEAD_PAIRS.get("candidates"),
         chance_margin=HEAD_PAIRS.get("chance_margin"),
         max_size=HEAD_PAIRS.get("max_size"),
+        n_examples=HEAD_PAIRS.get("n_examples"),
         batch_size=config["scan"]["batch_size"],
         max_rows=config["scan"]["max_rows"],
     threads: THREADS

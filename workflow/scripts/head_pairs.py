@@ -15,7 +15,8 @@ from gna.questions.pairs import greedy_minimal_set, pair_interactions
 with job(snakemake) as log:
     p, w = snakemake.params, snakemake.wildcards
     model, tok = load_model(p.spec)
-    encoded = encode(read_jsonl(snakemake.input.probe), tok)
+    examples = read_jsonl(snakemake.input.probe)
+    encoded = encode(examples[:p.n_examples or len(examples)], tok)  # the probe's first n_examples prompts
     ranking = pd.read_csv(snakemake.input.ranking)
     batching = dict(batch_size=p.batch_size, max_rows=p.max_rows)
     baseline = score(model, encoded, batch_size=p.batch_size)

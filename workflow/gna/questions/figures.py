@@ -81,7 +81,7 @@ def probe_formats(ranking_paths, across_paths, top_k, png, pdf, csv, md) -> None
     models = list(dict.fromkeys(across.model))
     formats = list(dict.fromkeys(rankings.format))
     fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 4.4), squeeze=False)
-    fig.suptitle("A head's rank in each prompt format (rows: the top heads by worst rank over the formats "
+    fig.suptitle("A head's rank in each prompt format\n(rows: the top heads by worst rank over the formats "
                  "above chance; * format-sensitive)", fontsize=9)
     corr_rows, base_rows = [], []
     for m, ax in zip(models, axes[0]):
@@ -89,7 +89,7 @@ def probe_formats(ranking_paths, across_paths, top_k, png, pdf, csv, md) -> None
         mat = sub[[f"rank_{f}" for f in formats]].to_numpy(dtype=float)
         ax.imshow(mat, cmap="viridis_r", vmin=1, vmax=max(2 * top_k, 2), aspect="auto")
         for (y, x), v in np.ndenumerate(mat):
-            ax.text(x, y, f"{int(v)}", ha="center", va="center", fontsize=7, color="w" if v < top_k else "k")
+            ax.text(x, y, f"{int(v)}", ha="center", va="center", fontsize=7, color="k" if v <= top_k else "w")
         base = rankings[rankings.model == m].groupby("format", sort=False).agg(
             baseline=("baseline_accuracy", "first"), chance=("chance", "first"))
         ax.set_xticks(range(len(formats)), [f"{f}\n{base.baseline[f]:.2f}" for f in formats], fontsize=7)

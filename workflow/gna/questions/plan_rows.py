@@ -29,7 +29,8 @@ def estimate(s, rule: str, wc: dict) -> Estimate:
         p = ex["head_pairs"]
         top, cand, size = int(p["top"]), int(p["candidates"]), int(p["max_size"])
         sets = top + math.comb(top, 2) + sum(cand - i for i in range(1, size)) + 2 * size
-        secs, peak, info = _scan(s, model, sets / n_heads)
+        share = min(1.0, (p.get("n_examples") or 1e18) / s.config["kv_probe"]["n_examples"])
+        secs, peak, info = _scan(s, model, sets / n_heads * share)
     elif rule == "format_scan":
         p = ex["probe_formats"]
         n = p.get("n_examples") or s.config["kv_probe"]["n_examples"]
