@@ -292,3 +292,29 @@ def test_path_patching_refuses_what_it_cannot_express(tiny_model, probe):
     mamba, _ = tiny_model("mamba2")
     with pytest.raises(GnaError, match="in_proj"):
         path_patch(mamba, probe, [((0, 0, "mamba2"), (1, 0, "mamba2"))])
+
+
+# -- the rules in the paper preset's DAG and plan ------------------------------------------------
+
+def test_paper_dag_and_plan_carry_the_open_questions():
+    from pathlib import Path
+
+    from gna.config_schema import with_defaults
+    from gna.plan import dag_jobs, plan, summary
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = with_defaults(yaml.safe_load((root / "workflow/configs/paper.yaml").read_text()))
+    cfg["experiments"]["probe_formats"]["models"] = ["llama-8b"]
+    cfg["experiments"]["hybrid_distillation"]["ranking"] = "across_formats"
+    jobs = dag_jobs(cfg, workdir=root)
+    found = {(r, w.get("model")) for r, w in jobs}
+    for rule, model in [("head_pairs", "llama-8b"), ("head_pairs", "llamba-8b"), ("format_scan", "llama-8b"),
+                        ("ranking_seed_scan", "llamba-8b"), ("ga_paths", "llama-8b"), ("mohawk_export", "llama-1b")]:
+        assert (rule, model) in found, (rule, model)
+    # the distilled teacher's kept heads come from its ranking across formats: its format scan is in the DAG
+    assert ("format_scan", "llama-1b") in found
+    rows = {d["rule"]: d for d in summary(plan(cfg, jobs))}
+    for rule in ("head_pairs", "format_scan", "ranking_seed_scan", "ga_paths"):
+        assert rows[rule]["gpu"] and 0 < rows[rule]["max_job_hours"] < 3, rows[rule]
+    # ranking_seed_scan: one exact scan, as head_scan costs its model (llamba-8b's, not its classification)
+    assert rows["ranking_seed_scan"]["max_job_hours"] <= rows["head_scan"]["max_job_hours"]

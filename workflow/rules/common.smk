@@ -286,3 +286,37 @@ def _distill_data_at(data, stage):
     if data.get("by_stage") is None:
         return data
     return {**{k: v for k, v in data.items() if k != "by_stage"}, **(data["by_stage"][stage - 1] or {})}
+
+
+# used by questions.smk
+def format_probe(fmt):
+    """The probe of one format (probe_formats.formats), on the scan's pairs, kv_probe's seed and separator."""
+    p = config["kv_probe"]
+    tag = {v: k for k, v in SEPARATORS.items()}[p["separator"]]
+    return f"results/probes/formats/kv-n{config['scan']['n_pairs']}-s{p['seed']}-{tag}.{fmt}.examples.jsonl"
+
+
+# used by questions.smk
+def seed_ranking(model, seed):
+    """A model's ranking on the probe of ``seed``: the scan's own for kv_probe.seed, else ranking_seed_scan's."""
+    if seed == config["kv_probe"]["seed"]:
+        return f"results/scan/{model}.ranking.csv"
+    return f"results/questions/seeds/{model}/s{seed}.ranking.csv"
+
+
+# used by all_targets (questions.smk's settings: included before report.smk, whose findings rule calls it)
+def question_targets():
+    """The figures and tables of the open questions this study runs (questions.smk's rules)."""
+    targets = []
+    if HEAD_PAIRS:
+        targets += ["figures/head_pairs.png", "figures/head_pairs.md"]
+    if PROBE_FORMATS:
+        targets += ["figures/probe_formats.png", "figures/probe_formats.md"]
+    if RANKING_SEEDS:
+        targets += ["figures/ranking_seeds.png", "figures/ranking_seeds.md"]
+    if GA_PATHS:
+        targets += ["figures/ga_paths.png", "figures/ga_paths.md"]
+    if MOHAWK_EXPORT:
+        targets += [f"results/questions/mohawk/{m}/{name}_{k}.{ext}" for m in MOHAWK_EXPORT["models"]
+                    for k in MOHAWK_EXPORT["k"] for name, ext in (("architecture", "yaml"), ("heads", "txt"))]
+    return targets

@@ -10,37 +10,6 @@ MOHAWK_EXPORT = experiment_config("mohawk_export")
 GA_PATHS = experiment_config("ga_paths")
 
 
-def format_probe(fmt):
-    """The probe of one format (probe_formats.formats), on the scan's pairs, kv_probe's seed and separator."""
-    p = config["kv_probe"]
-    tag = {v: k for k, v in SEPARATORS.items()}[p["separator"]]
-    return f"results/probes/formats/kv-n{config['scan']['n_pairs']}-s{p['seed']}-{tag}.{fmt}.examples.jsonl"
-
-
-def seed_ranking(model, seed):
-    """A model's ranking on the probe of ``seed``: the scan's own for kv_probe.seed, else ranking_seed_scan's."""
-    if seed == config["kv_probe"]["seed"]:
-        return f"results/scan/{model}.ranking.csv"
-    return f"results/questions/seeds/{model}/s{seed}.ranking.csv"
-
-
-def question_targets():
-    """The figures and tables of the open questions this study runs (all_targets adds them)."""
-    targets = []
-    if HEAD_PAIRS:
-        targets += ["figures/head_pairs.png", "figures/head_pairs.md"]
-    if PROBE_FORMATS:
-        targets += ["figures/probe_formats.png", "figures/probe_formats.md"]
-    if RANKING_SEEDS:
-        targets += ["figures/ranking_seeds.png", "figures/ranking_seeds.md"]
-    if GA_PATHS:
-        targets += ["figures/ga_paths.png", "figures/ga_paths.md"]
-    if MOHAWK_EXPORT:
-        targets += [f"results/questions/mohawk/{m}/{name}_{k}.{ext}" for m in MOHAWK_EXPORT["models"]
-                    for k in MOHAWK_EXPORT["k"] for name, ext in (("architecture", "yaml"), ("heads", "txt"))]
-    return targets
-
-
 rule head_pairs:
     # Every pair of the top heads ablated together, then the greedy smallest set that reaches chance.
     input:
