@@ -82,7 +82,7 @@ def probe_formats(ranking_paths, across_paths, top_k, png, pdf, csv, md) -> None
     formats = list(dict.fromkeys(rankings.format))
     fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 4.4), squeeze=False)
     fig.suptitle("A head's rank in each prompt format\n(rows: the top heads by worst rank over the formats "
-                 "above chance; * format-sensitive)", fontsize=9)
+                 "above chance; * format-sensitive)", fontsize=9, y=1.06)
     corr_rows, base_rows = [], []
     for m, ax in zip(models, axes[0]):
         sub = across[across.model == m].sort_values("rank").head(max(top_k, 8))
