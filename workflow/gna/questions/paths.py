@@ -28,11 +28,10 @@ import torch
 from torch import nn
 
 from ..errors import HeadIndexError, InterventionError
-from ..interventions import ablate_heads, capture_layer_inputs, start_at_layer
+from ..interventions import ablate_heads, capture_layer_inputs
 from ..models import adapter_for
-from ..probes.scoring import (EncodedProbe, ProbeScore, accepts_logits_to_keep, batch_choice_logprobs, fp32_logits,
-                              iter_batches, score)
-from .head_sets import margins, set_name
+from ..probes.scoring import EncodedProbe, ProbeScore, score
+from .head_sets import repeated_forward_scores, set_name
 
 
 def _attention(model: nn.Module, layer: int, kind: str):
@@ -74,56 +73,30 @@ def path_patch(model: nn.Module, encoded: EncodedProbe, paths, batch_size: int =
         _attention(model, lr, kr)
         for l, h, k in ((ls, hs, ks), (lr, hr, kr)):
             adapter_for(model).describe().head((l, h, k))
-    device = next(model.parameters()).device
-    base = (score(model, encoded, batch_size=batch_size) if baseline is None else baseline).logprobs
-    keep = accepts_logits_to_keep(model)
     senders = sorted({s for s, _ in paths})
     by_layer: dict[int, list[int]] = defaultdict(list)
     for i, (_, r) in enumerate(paths):
         by_layer[r[0]].append(i)
-    totals = torch.zeros(len(paths), 3, dtype=torch.float64)
-    with fp32_logits(model):
-        for b in iter_batches(encoded, batch_size):
-            b = b.to(device)
-            answers = encoded.answers[b.examples.cpu()]
-            B = b.input_ids.shape[0]
-            inputs = capture_layer_inputs(model, sorted(by_layer), input_ids=b.input_ids,
-                                          attention_mask=b.attention_mask, use_cache=False)
-            if via == "direct":  # {(sender, layer): (B, T, d_model)}
-                deltas = {(sd, lr): d for sd, d in _sender_outputs(model, senders, b).items() for lr in by_layer}
-            else:
-                deltas = {}
-                for sd in senders:
-                    with ablate_heads(model, [sd]):
-                        without = capture_layer_inputs(model, sorted(by_layer), input_ids=b.input_ids,
-                                                       attention_mask=b.attention_mask, use_cache=False)
-                    deltas.update({(sd, lr): inputs[lr] - without[lr] for lr in by_layer})
-            per = max(1, max_rows // B)
-            for layer in sorted(by_layer):
-                hidden = inputs.pop(layer)
-                todo = by_layer[layer]
-                for c in range(0, len(todo), per):
-                    chunk = todo[c:c + per]
-                    A = len(chunk)
-                    delta = torch.cat([deltas[(paths[i][0], layer)] for i in chunk])   # (A*B, T, d)
-                    kv_heads = [_kv_head(model, paths[i][1]) for i in chunk]
-                    kw = dict(input_ids=b.input_ids.repeat(A, 1), attention_mask=b.attention_mask.repeat(A, 1),
-                              use_cache=False)
-                    if keep:
-                        kw["logits_to_keep"] = b.keep_pos
-                    x = hidden.repeat(A, 1, 1)
-                    with ExitStack() as stack:
-                        stack.enter_context(start_at_layer(model, layer, x))
-                        stack.enter_context(_patched_kv(model, layer, x - delta, kv_heads, B))
-                        logits = model(**kw).logits
-                    lp = batch_choice_logprobs(logits.view(A, B, *logits.shape[1:]), b).cpu()
-                    totals[chunk, 0] += lp.argmax(-1).eq(answers).double().sum(-1)
-                    totals[chunk, 1] += lp.gather(2, answers.expand(A, -1)[..., None]).squeeze(-1).sum(-1)
-                    totals[chunk, 2] += margins(lp, answers).sum(-1)
+
+    def prepare(b, inputs):  # {(sender, receiver layer): what to take out of that layer's input, (B, T, d)}
+        if via == "direct":
+            return {(sd, lr): d for sd, d in _sender_outputs(model, senders, b).items() for lr in by_layer}
+        deltas = {}
+        for sd in senders:
+            with ablate_heads(model, [sd]):
+                without = capture_layer_inputs(model, sorted(by_layer), input_ids=b.input_ids,
+                                               attention_mask=b.attention_mask, use_cache=False)
+            deltas.update({(sd, lr): inputs[lr] - without[lr] for lr in by_layer})
+        return deltas
+
+    def intervene(stack, deltas, layer, chunk, x):
+        delta = torch.cat([deltas[(paths[i][0], layer)] for i in chunk])  # (A*B, T, d)
+        stack.enter_context(_patched_kv(model, layer, x - delta, [_kv_head(model, paths[i][1]) for i in chunk],
+                                        x.shape[0] // len(chunk)))
+
+    totals, base_row = repeated_forward_scores(model, encoded, by_layer, len(paths), intervene, prepare,
+                                               batch_size=batch_size, max_rows=max_rows, baseline=baseline)
     n = len(encoded)
-    base_row = dict(baseline_accuracy=base.argmax(-1).eq(encoded.answers).double().mean().item(),
-                    baseline_logprob=base.gather(1, encoded.answers[:, None]).mean().item(),
-                    baseline_margin=margins(base, encoded.answers).mean().item())
     rows = []
     for (s, r), t in zip(paths, totals):
         mixer, _ = _attention(model, r[0], r[2])
