@@ -318,3 +318,30 @@ def test_paper_dag_and_plan_carry_the_open_questions():
         assert rows[rule]["gpu"] and 0 < rows[rule]["max_job_hours"] < 3, rows[rule]
     # ranking_seed_scan: one exact scan, as head_scan costs its model (llamba-8b's, not its classification)
     assert rows["ranking_seed_scan"]["max_job_hours"] <= rows["head_scan"]["max_job_hours"]
+
+
+def test_findings_verdicts_of_the_open_questions(tmp_path):
+    from gna.questions.answers import open_questions
+
+    assert open_questions(tmp_path) == []  # a study without the experiments: no rows
+    pairs = pd.DataFrame([dict(model="m", head_a="L1H0", head_b="L2H0", interaction=-0.3),
+                          dict(model="m", head_a="L1H0", head_b="L2H1", interaction=0.1)])
+    pairs.to_csv(tmp_path / "head_pairs.csv", index=False)
+    base = dict(model="m", baseline_accuracy=0.9, chance=0.125, chance_margin=0.1)
+    pd.DataFrame([dict(base, step=1, greedy_set="L1H0", greedy_accuracy=0.4, topk_set="L1H0", topk_accuracy=0.4,
+                       reached=False),
+                  dict(base, step=2, greedy_set="L1H0+L2H1", greedy_accuracy=0.2, topk_set="L1H0+L2H0",
+                       topk_accuracy=0.5, reached=True)]).to_csv(tmp_path / "head_pairs_minimal.csv", index=False)
+    pd.DataFrame([dict(model="m", layer=1, head=0, kind="attention", rank=1, worst_rank=1, format_sensitive=False,
+                       formats_used="compact", rank_compact=1, rank_letter=2)]).to_csv(
+        tmp_path / "probe_formats.csv", index=False)
+    pd.DataFrame([dict(model="m", layer=1, head=0, top_k=1, topk_overlap=0.5, topk_overlap_min=0.0, seeds="0+1+2",
+                       rank_spread=3, probe_sha256="a+b+c")]).to_csv(tmp_path / "ranking_seeds.csv", index=False)
+    pd.DataFrame([dict(model="m", sender="L1H0", receiver="L2H0", drop=0.05, drop_all_paths=0.1,
+                       sender_ablated_drop=0.6, receiver_ablated_drop=0.5)]).to_csv(tmp_path / "ga_paths.csv",
+                                                                                     index=False)
+    verdicts = [r["verdict"] for r in open_questions(tmp_path)]
+    # pairs: greedy reaches chance with 2 heads, the top-2 by rank does not; formats: one usable format;
+    # seeds: mean overlap under 2/3; paths: 0.1 of 0.6
+    assert verdicts == ["does not hold", "n/a", "does not hold", "does not hold"]
+    assert "1 sub-additive" in open_questions(tmp_path)[0]["evidence"]

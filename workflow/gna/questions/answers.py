@@ -24,6 +24,15 @@ def _read(fig: Path, name: str) -> pd.DataFrame | None:
     return pd.read_csv(p) if p.is_file() else None
 
 
+def _per_model(fig: Path, name: str, claim: str, judge) -> list[dict]:
+    """A claim's rows from the table ``name``: ``judge(model, its rows)`` -> (verdict, evidence) per model."""
+    t = _read(fig, name)
+    if t is None:
+        return []
+    return [dict(claim=claim, model=model, **dict(zip(("verdict", "evidence"), judge(model, sub))))
+            for model, sub in t.groupby("model", sort=False)]
+
+
 def head_pairs(fig: Path) -> list[dict]:
     pairs, minimal = _read(fig, "head_pairs.csv"), _read(fig, "head_pairs_minimal.csv")
     if pairs is None or minimal is None:
@@ -56,21 +65,12 @@ def head_pairs(fig: Path) -> list[dict]:
 
 
 def probe_formats(fig: Path) -> list[dict]:
-    t = _read(fig, "probe_formats.csv")
-    if t is None:
-        return []
-    claim = ("Open question: the top KV heads are the same across prompt formats (paper, compact, MMLU letter, "
-             "value): no format-sensitive head in any usable format's top k")
-    rows = []
-    for model, sub in t.groupby("model", sort=False):
+    def judge(model, sub):
         used = str(sub.formats_used.iloc[0]).split("+")
-        every = [c[5:] for c in sub.columns if c.startswith("rank_")]
-        skipped = [f for f in every if f not in used]
+        skipped = [c[5:] for c in sub.columns if c.startswith("rank_") and c[5:] not in used]
         note = f"; at chance, left out: {', '.join(skipped)}" if skipped else ""
         if len(used) < 2:
-            rows.append(dict(claim=claim, model=model, verdict="n/a",
-                             evidence=f"only {'/'.join(used)} above chance: nothing to compare{note}"))
-            continue
+            return "n/a", f"only {'/'.join(used)} above chance: nothing to compare{note}"
         rhos = {(a, b): float(np.corrcoef(sub[f"rank_{a}"], sub[f"rank_{b}"])[0, 1])
                 for a, b in itertools.combinations(used, 2)}
         top = sub.sort_values("rank")
@@ -84,29 +84,25 @@ def probe_formats(fig: Path) -> list[dict]:
               f"L{strongest.layer}H{strongest['head']} (worst rank {int(strongest.worst_rank)}); Spearman over every "
               f"head {min(rhos.values()):.2f}{note}")
         same_first = len({(r.layer, r["head"]) for r in firsts.values()}) == 1
-        verdict = "holds" if sens.empty else ("partly" if same_first else "does not hold")
-        rows.append(dict(claim=claim, model=model, verdict=verdict, evidence=ev))
-    return rows
+        return ("holds" if sens.empty else ("partly" if same_first else "does not hold")), ev
+
+    return _per_model(fig, "probe_formats.csv", "Open question: the top KV heads are the same across prompt formats "
+                      "(paper, compact, MMLU letter, value): no format-sensitive head in any usable format's top k", judge)
 
 
 def ranking_seeds(fig: Path) -> list[dict]:
-    t = _read(fig, "ranking_seeds.csv")
-    if t is None:
-        return []
-    claim = (f"Open question: the top-k of the KV ranking is stable over probe seeds (every two seeds share at "
-             f"least {STABLE_OVERLAP:.0%} of it)")
-    rows = []
-    for model, sub in t.groupby("model", sort=False):
+    def judge(model, sub):
         r = sub.iloc[0]
         k = int(r.top_k)
         top = sub.head(k)
         wide = top.loc[top.rank_spread.idxmax()]
         ev = (f"top-{k} overlap {r.topk_overlap:.2f} (min {r.topk_overlap_min:.2f}) over seeds {r.seeds}; largest rank "
               f"spread in the top {k}: {int(top.rank_spread.max())} (L{wide.layer}H{wide['head']}); probes {r.probe_sha256}")
-        verdict = ("holds" if r.topk_overlap_min >= STABLE_OVERLAP - 1e-9
-                   else "partly" if r.topk_overlap >= STABLE_OVERLAP - 1e-9 else "does not hold")
-        rows.append(dict(claim=claim, model=model, verdict=verdict, evidence=ev))
-    return rows
+        return ("holds" if r.topk_overlap_min >= STABLE_OVERLAP - 1e-9
+                else "partly" if r.topk_overlap >= STABLE_OVERLAP - 1e-9 else "does not hold"), ev
+
+    return _per_model(fig, "ranking_seeds.csv", f"Open question: the top-k of the KV ranking is stable over probe seeds "
+                      f"(every two seeds share at least {STABLE_OVERLAP:.0%} of it)", judge)
 
 
 PATH_SHARE = 0.5
@@ -115,13 +111,7 @@ this share of ablating the Gather whole."""
 
 
 def ga_paths(fig: Path) -> list[dict]:
-    t = _read(fig, "ga_paths.csv")
-    if t is None:
-        return []
-    claim = (f"Open question: the top Gather head feeds an Aggregate head through its keys and values (the path alone "
-             f"costs at least {PATH_SHARE:.0%} of ablating the Gather whole)")
-    rows = []
-    for model, sub in t.groupby("model", sort=False):
+    def judge(model, sub):
         g = sub.sender.iloc[0]
         mine = sub[sub.sender == g]
         best = mine.loc[mine.drop_all_paths.idxmax()]
@@ -130,8 +120,10 @@ def ga_paths(fig: Path) -> list[dict]:
               f"{best.drop_all_paths:.2f} (every path), {best['drop']:.2f} (its direct write); whole {best.receiver} "
               f"{best.receiver_ablated_drop:.2f}; matrix (every path / direct): {cells}")
         ok = best.sender_ablated_drop > 0 and best.drop_all_paths >= PATH_SHARE * best.sender_ablated_drop
-        rows.append(dict(claim=claim, model=model, verdict="holds" if ok else "does not hold", evidence=ev))
-    return rows
+        return ("holds" if ok else "does not hold"), ev
+
+    return _per_model(fig, "ga_paths.csv", f"Open question: the top Gather head feeds an Aggregate head through its keys "
+                      f"and values (the path alone costs at least {PATH_SHARE:.0%} of ablating the Gather whole)", judge)
 
 
 def open_questions(fig: Path) -> list[dict]:
