@@ -345,3 +345,29 @@ def test_findings_verdicts_of_the_open_questions(tmp_path):
     # seeds: mean overlap under 2/3; paths: 0.1 of 0.6
     assert verdicts == ["does not hold", "n/a", "does not hold", "does not hold"]
     assert "1 sub-additive" in open_questions(tmp_path)[0]["evidence"]
+
+
+def test_experiments_take_heads_from_the_ranking_they_name(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = yaml.safe_load((root / "config.yaml").read_text())
+    cfg["experiments"]["topk_removal"]["ranking"] = "over_seeds"
+    cfg["experiments"]["hybrid_distillation"]["ranking"] = "across_formats"
+
+    def dry(c, *targets):
+        path = tmp_path / "c.yaml"
+        path.write_text(yaml.safe_dump(c))
+        return subprocess.run([sys.executable, "-m", "snakemake", "-n", "--forceall", "--cores", "1", "--configfile",
+                               str(path), "--", *targets], cwd=root, capture_output=True, text=True)
+
+    out = dry(cfg, "results/topk_removal/micro-llama/k1.csv", "results/hybrid/micro-llama/k3-s16-ranked.csv")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "results/questions/seeds/micro-llama.ranking.csv" in out.stdout
+    assert "results/questions/formats/micro-llama.ranking.csv" in out.stdout
+    del cfg["experiments"]["probe_formats"]
+    out = dry(cfg, "results/topk_removal/micro-llama/k1.csv")
+    assert out.returncode != 0
+    assert "hybrid_distillation.ranking = across_formats needs experiments.probe_formats" in out.stdout + out.stderr

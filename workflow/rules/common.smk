@@ -288,6 +288,18 @@ def _distill_data_at(data, stage):
     return {**{k: v for k, v in data.items() if k != "by_stage"}, **(data["by_stage"][stage - 1] or {})}
 
 
+RANKING_FILES = {"single": "results/scan/{model}.ranking.csv",
+                 "across_formats": "results/questions/formats/{model}.ranking.csv",
+                 "over_seeds": "results/questions/seeds/{model}.ranking.csv"}
+
+
+# used by heads.smk and hybrid.smk
+def ranking_file(choice, model):
+    """The ranking an experiment takes its heads from (its ``ranking``: single, the scan's; across_formats,
+    by the worst rank over probe formats; over_seeds, by the mean rank over probe seeds; questions.smk)."""
+    return RANKING_FILES[choice or "single"].format(model=model)
+
+
 # used by questions.smk
 def format_probe(fmt):
     """The probe of one format (probe_formats.formats), on the scan's pairs, kv_probe's seed and separator."""

@@ -78,11 +78,8 @@ if DISTILL and config["kv_probe"]["seed"] in KV_EVAL_SEEDS:
 DISTILL_RANKING = ("results/scan/{teacher}.ranking.csv" if DISTILL_SEPARATOR == config["kv_probe"]["separator"]
                    else "results/scan_distill/{teacher}.ranking.csv")
 # hybrid_distillation.ranking: the kept heads by the ranking across probe formats or over probe seeds (questions.smk)
-DISTILL_RANKING = {"across_formats": "results/questions/formats/{teacher}.ranking.csv",
-                   "over_seeds": "results/questions/seeds/{teacher}.ranking.csv"}.get(DISTILL.get("ranking"), DISTILL_RANKING)
-for _needs, _exp in (("across_formats", "probe_formats"), ("over_seeds", "ranking_seeds")):
-    if DISTILL.get("ranking") == _needs and not experiment_config(_exp):
-        raise ValueError(f"experiments.hybrid_distillation.ranking = {_needs} needs experiments.{_exp} (its settings)")
+if DISTILL.get("ranking", "single") != "single":
+    DISTILL_RANKING = ranking_file(DISTILL["ranking"], "{teacher}")
 if DISTILL.get("ranking") == "over_seeds" and set(KV_EVAL_SEEDS) & set(experiment_config("ranking_seeds").get("seeds") or []):
     raise ValueError(f"experiments.hybrid_distillation.ranking = over_seeds ranks on probe seeds "
                      f"{experiment_config('ranking_seeds')['seeds']}, which kv_eval_seeds {KV_EVAL_SEEDS} share: the "

@@ -8,6 +8,12 @@ PROBE_FORMATS = experiment_config("probe_formats")
 RANKING_SEEDS = experiment_config("ranking_seeds")
 MOHAWK_EXPORT = experiment_config("mohawk_export")
 GA_PATHS = experiment_config("ga_paths")
+# An experiment that takes its heads from the ranking across formats or over seeds needs that experiment's settings.
+for _exp in ("topk_removal", "arc_chat", "hybrid_distillation"):
+    _choice = experiment_config(_exp).get("ranking", "single")
+    _needs = {"across_formats": "probe_formats", "over_seeds": "ranking_seeds"}.get(_choice)
+    if _needs and not experiment_config(_needs):
+        raise ValueError(f"experiments.{_exp}.ranking = {_choice} needs experiments.{_needs} (its settings)")
 
 
 rule head_pairs:
