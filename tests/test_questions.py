@@ -92,6 +92,8 @@ def test_formats_share_keys_values_and_match_the_kv_probe():
         assert v["choices"][v["answer"]] == truth and le["answer"] == v["answer"]
         assert le["choices"] == [" A", " B", " C", " D"] and set(v["choices"]) <= set(c["choices"])
         assert f"\n{'ABCD'[le['answer']]}{truth}\n" in le["prompt"] + "\n"
+    nosep = format_probes(6, 5, seed=5, separator="")
+    assert nosep["paper"][0]["choices"][0].isdigit() and nosep["value"][0]["choices"][0].startswith(" ")
 
 
 def test_ranking_across_formats_by_worst_rank():

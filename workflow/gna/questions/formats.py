@@ -63,7 +63,8 @@ def format_probes(n_pairs: int, n_examples: int, seed: int, formats=FORMATS, sep
                       + f"\nThe value of the key '{keys[q]}' is", [separator + str(v) for v in values], q),
             "compact": (compact, [separator + str(v) for v in values], q),
             "letter": (listed, [" " + LETTERS[j] for j in range(n_options)], options.index(values[q])),
-            "value": (listed, [separator + str(v) for v in options], options.index(values[q])),
+            # after "Answer:" a space, as before MMLU's letters, whatever the dictionary's separator
+            "value": (listed, [" " + str(v) for v in options], options.index(values[q])),
         }
         for f in formats:
             prompt, choices, answer = prompts[f]
