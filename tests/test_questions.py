@@ -373,3 +373,19 @@ def test_experiments_take_heads_from_the_ranking_they_name(tmp_path):
     out = dry(cfg, "results/topk_removal/micro-llama/k1.csv")
     assert out.returncode != 0
     assert "hybrid_distillation.ranking = across_formats needs experiments.probe_formats" in out.stdout + out.stderr
+
+
+def test_a_ranking_names_the_exact_prompts_it_came_from(tmp_path):
+    from pathlib import Path
+
+    from gna.cli import main
+    from gna.io import sha256_file
+    from gna.probes.kv import probe_sha256, read_jsonl
+
+    micro = Path(__file__).resolve().parents[1] / "data/models/micro-llama"
+    assert main(["scan", str(micro), "--out", str(tmp_path / "s"), "--format", "compact", "--pairs", "4",
+                 "--n-examples", "16", "--classify-top", "2", "--classify-examples", "2"]) == 0
+    probe = tmp_path / "s/probe.examples.jsonl"
+    ranking = pd.read_csv(tmp_path / "s/ranking.csv")
+    assert (ranking.probe_sha256 == sha256_file(probe)).all()
+    assert probe_sha256(read_jsonl(probe)) == sha256_file(probe)

@@ -115,7 +115,7 @@ def cmd_scan(args) -> int:
     from .pipeline import provenance
     from .models import load_model
     from .probes.guard import check_probe
-    from .probes.kv import generate_kv_probe, write_jsonl
+    from .probes.kv import generate_kv_probe, probe_sha256, write_jsonl
     from .probes.scoring import encode
     from .report import heatmaps
     from .report.common import save_figure
@@ -141,6 +141,7 @@ def cmd_scan(args) -> int:
                           guard_sample=args.guard_sample, guard_k=args.guard_k, atp_score=args.atp_score,
                           graddrop=args.graddrop, seed=args.seed)
     ranking = ranking.assign(**checked.columns())
+    ranking = ranking.assign(probe_sha256=probe_sha256(examples))  # the exact prompts it ranked on
     top = top_k(ranking, min(args.classify_top, len(ranking)))
     ga = classify_heads(model, tok, examples[:args.classify_examples], top, threshold=args.threshold)
     ranking = ranking.assign(**provenance())  # after the scan: which fused kernels it ran
