@@ -2,6 +2,7 @@
 
     gna describe MODEL              the token mixers: layer, kind, heads, head width, K/V grouping
     gna scan MODEL --out DIR        KV probe -> head ranking -> G&A roles -> heatmaps, into DIR
+    gna export RANKING --k K ...    a ranking's top k as goombalab/mohawk's architecture YAML and --heads
 
 A thin layer: every step calls the library function the pipeline's rule calls (``head_scan.py``,
 ``kv_probe.py``, ``ga_heatmaps.py``) with the same arguments, so ``gna scan``'s ranking equals the
@@ -136,7 +137,7 @@ def cmd_scan(args) -> int:
     from .pipeline import provenance
     from .models import load_model
     from .probes.guard import check_probe
-    from .probes.kv import generate_kv_probe, write_jsonl
+    from .probes.kv import generate_kv_probe, probe_sha256, write_jsonl
     from .probes.scoring import encode
     from .report import heatmaps
     from .report.common import save_figure
@@ -175,6 +176,7 @@ def cmd_scan(args) -> int:
                           guard_sample=args.guard_sample, guard_k=args.guard_k, atp_score=args.atp_score,
                           graddrop=args.graddrop, seed=args.seed)
     ranking = ranking.assign(**checked.columns())
+    ranking = ranking.assign(probe_sha256=probe_sha256(examples))  # the exact prompts it ranked on
     n_classifiable = int(ranking["kind"].isin(classifiable).sum())
     top = top_k(ranking, min(args.classify_top, n_classifiable), kinds=classifiable)
     ga = classify_heads(model, tok, examples[:args.classify_examples], top, threshold=args.threshold)
@@ -300,6 +302,19 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--compare", action="append", metavar="DIR", help="another gna scan --html output to offer "
                    "beside this model in the page (repeatable)")
     s.set_defaults(run=cmd_scan)
+    e = sub.add_parser("export", help="a ranking's top k as goombalab/mohawk's architecture YAML and head map",
+                       description="Write, for each K, architecture_K.yaml (mohawk's per-layer attention head counts in "
+                       "blocks of consecutive layers, a '# layer = [heads] -> n' comment per layer) and heads_K.txt "
+                       "(the --heads argument of mohawk's tools/hybrid_weights_transfer.py, layer:head in rank order) "
+                       "from RANKING, a ranking.csv of gna scan or the pipeline. Attention heads only.")
+    e.add_argument("ranking", metavar="RANKING", help="ranking CSV (columns rank, layer, head, kind)")
+    e.add_argument("--k", type=int, nargs="+", required=True, help="heads kept (one file pair per value)")
+    e.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    e.add_argument("--model", help="the ranked model (directory or hub id with a shipped config): layers and head width")
+    e.add_argument("--n-layers", type=int, help="layers of the model (default: its config's)")
+    e.add_argument("--head-dim", type=int, help="attention head width (default: its config's)")
+    e.add_argument("--name", help="ARCH_NAME's prefix (default: the model's or the ranking's name)")
+    e.set_defaults(run=cmd_export)
     return top
 
 
@@ -313,6 +328,41 @@ def explorer_files(args, name, model, tok, examples, ranking, ga, tmp: Path) -> 
     data = explorer.explorer_data(name, ranking, ga, explorer.head_patterns(model, tok, prompts, heads), probe)
     others = [explorer.read_data(Path(d) / "patterns.json") for d in args.compare or ()]
     return [explorer.write([data] + others, tmp / "explorer.html"), explorer.write_data(data, tmp / "patterns.json")]
+
+
+def cmd_export(args) -> int:
+    """``gna export``: gna.questions.mohawk.export of a ranking CSV, the files written into --out."""
+    import pandas as pd
+
+    from .errors import ConfigError
+    from .io import write_text
+    from .questions.mohawk import export, model_head_dim
+
+    if not Path(args.ranking).is_file():
+        raise ConfigError(f"ranking {args.ranking!r} does not exist")
+    ranking = pd.read_csv(args.ranking)
+    missing = {"rank", "layer", "head", "kind"} - set(ranking.columns)
+    if missing:
+        raise ConfigError(f"{args.ranking!r} is not a head ranking: no column(s) {sorted(missing)}")
+    if args.n_layers is None and args.model is None:
+        raise ConfigError("give --model (its config.json has the layers and head width) or --n-layers and --head-dim")
+    cfg = None
+    if args.model is not None:
+        from .architectures import config_of
+
+        cfg = config_of(args.model) or {}
+    n_layers = args.n_layers or int(cfg.get("num_hidden_layers") or 0)
+    if n_layers < 1:
+        raise ConfigError(f"no layer count in the config of {args.model!r}: give --n-layers")
+    if args.head_dim is None and args.model is None:
+        raise ConfigError("give --head-dim or --model")
+    head_dim = args.head_dim or model_head_dim(args.model)
+    name = args.name or _model_name(args.model or Path(args.ranking).stem.split(".")[0])
+    for k in args.k:
+        for fname, text in export(ranking, k, n_layers, head_dim, name).items():
+            write_text(text, Path(args.out) / fname)
+            print(Path(args.out) / fname)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -229,6 +229,7 @@ def all_targets():
         targets += ["figures/layer_swap.png", "figures/layer_swap.md"]
     if "hybrid_distillation" in EXPERIMENTS:
         targets += ["figures/hybrid_heads.png", "figures/hybrid_heads.md", "figures/hybrid_state_size.md"]
+    targets += question_targets()  # questions.smk
     return targets + ["figures/findings.md"]
 
 
@@ -290,3 +291,49 @@ def _distill_data_at(data, stage):
     if data.get("by_stage") is None:
         return data
     return {**{k: v for k, v in data.items() if k != "by_stage"}, **(data["by_stage"][stage - 1] or {})}
+
+
+RANKING_FILES = {"single": "results/scan/{model}.ranking.csv",
+                 "across_formats": "results/questions/formats/{model}.ranking.csv",
+                 "over_seeds": "results/questions/seeds/{model}.ranking.csv"}
+
+
+# used by heads.smk and hybrid.smk
+def ranking_file(choice, model):
+    """The ranking an experiment takes its heads from (its ``ranking``: single, the scan's; across_formats,
+    by the worst rank over probe formats; over_seeds, by the mean rank over probe seeds; questions.smk)."""
+    return RANKING_FILES[choice or "single"].format(model=model)
+
+
+# used by questions.smk
+def format_probe(fmt):
+    """The probe of one format (probe_formats.formats), on the scan's pairs, kv_probe's seed and separator."""
+    p = config["kv_probe"]
+    tag = {v: k for k, v in SEPARATORS.items()}[p["separator"]]
+    return f"results/probes/formats/kv-n{config['scan']['n_pairs']}-s{p['seed']}-{tag}.{fmt}.examples.jsonl"
+
+
+# used by questions.smk
+def seed_ranking(model, seed):
+    """A model's ranking on the probe of ``seed``: the scan's own for kv_probe.seed, else ranking_seed_scan's."""
+    if seed == config["kv_probe"]["seed"]:
+        return f"results/scan/{model}.ranking.csv"
+    return f"results/questions/seeds/{model}/s{seed}.ranking.csv"
+
+
+# used by all_targets (questions.smk's settings: included before report.smk, whose findings rule calls it)
+def question_targets():
+    """The figures and tables of the open questions this study runs (questions.smk's rules)."""
+    targets = []
+    if HEAD_PAIRS:
+        targets += ["figures/head_pairs.png", "figures/head_pairs.md"]
+    if PROBE_FORMATS:
+        targets += ["figures/probe_formats.png", "figures/probe_formats.md"]
+    if RANKING_SEEDS:
+        targets += ["figures/ranking_seeds.png", "figures/ranking_seeds.md"]
+    if GA_PATHS:
+        targets += ["figures/ga_paths.png", "figures/ga_paths.md"]
+    if MOHAWK_EXPORT:
+        targets += [f"results/questions/mohawk/{m}/{name}_{k}.{ext}" for m in MOHAWK_EXPORT["models"]
+                    for k in MOHAWK_EXPORT["k"] for name, ext in (("architecture", "yaml"), ("heads", "txt"))]
+    return targets

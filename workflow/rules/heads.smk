@@ -95,7 +95,7 @@ rule topk_removal:
     # k heads of the same kinds drawn with that seed (topk_removal.random_draws).
     input:
         model=lambda wc: model_input(wc.model),
-        ranking="results/scan/{model}.ranking.csv",
+        ranking=lambda wc: ranking_file(EXPERIMENTS[wc.experiment].get("ranking"), wc.model),
     output:
         "results/{experiment}/{model}/k{k}{draw}.csv",
     wildcard_constraints:
@@ -108,7 +108,9 @@ rule topk_removal:
                           else tasks_of("arc_regular", "arc_chat")),
         fields=lambda wc: {**result_fields(wc.model, wc.experiment, k=int(wc.k)),
                            **({"selection": "random", "draw": int(wc.draw.removeprefix("-random"))} if wc.draw
-                              else {"selection": "ranked"})},
+                              else {"selection": "ranked"}),
+                           **({"ranking": EXPERIMENTS[wc.experiment]["ranking"]}
+                              if EXPERIMENTS[wc.experiment].get("ranking", "single") != "single" else {})},
         kinds=lambda wc: EXPERIMENTS[wc.experiment].get("kinds_by_model", {}).get(wc.model),
         **lm_eval_params(),
     threads: THREADS

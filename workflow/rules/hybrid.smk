@@ -77,6 +77,13 @@ if DISTILL and config["kv_probe"]["seed"] in KV_EVAL_SEEDS:
                      "hybrids' KV retrieval would be scored on the prompts their heads were selected on")
 DISTILL_RANKING = ("results/scan/{teacher}.ranking.csv" if DISTILL_SEPARATOR == config["kv_probe"]["separator"]
                    else "results/scan_distill/{teacher}.ranking.csv")
+# hybrid_distillation.ranking: the kept heads by the ranking across probe formats or over probe seeds (questions.smk)
+if DISTILL.get("ranking", "single") != "single":
+    DISTILL_RANKING = ranking_file(DISTILL["ranking"], "{teacher}")
+if DISTILL.get("ranking") == "over_seeds" and set(KV_EVAL_SEEDS) & set(experiment_config("ranking_seeds").get("seeds") or []):
+    raise ValueError(f"experiments.hybrid_distillation.ranking = over_seeds ranks on probe seeds "
+                     f"{experiment_config('ranking_seeds')['seeds']}, which kv_eval_seeds {KV_EVAL_SEEDS} share: the "
+                     "hybrids' KV retrieval would be scored on the prompts their heads were selected on")
 KV_EVAL_PROBES = [probe_path(seed=s, separator=DISTILL_SEPARATOR) for s in KV_EVAL_SEEDS]
 # mohawk's KV-Ret (top-1 over the vocabulary, gna.probes.top1) on its own number of pairs (mohawk: 50)
 KV_TOP1_PROBES = [probe_path(n_pairs=DISTILL.get("kv_top1_pairs"), seed=s, separator=DISTILL_SEPARATOR)

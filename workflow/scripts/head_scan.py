@@ -6,7 +6,7 @@ from gna.io import write_csv
 from gna.models import load_model
 from gna.pipeline import job, provenance
 from gna.probes.guard import check_probe
-from gna.probes.kv import read_jsonl
+from gna.probes.kv import probe_sha256, read_jsonl
 from gna.probes.scoring import encode
 from gna.scan import scan, top_k
 
@@ -20,6 +20,7 @@ with job(snakemake) as log:
     ranking, guard = scan(model, encoded, method=p.method, batch_size=p.batch_size, baseline=checked.baseline,
                           max_rows=p.max_rows, model_name=snakemake.wildcards.model, **p.atp)
     ranking = ranking.assign(**checked.columns())
+    ranking = ranking.assign(probe_sha256=probe_sha256(examples))  # the exact prompts it ranked on
     log.info("%s", guard_summary(guard))
     log.info("baseline accuracy %.3f; top heads:\n%s", ranking.baseline_accuracy[0], ranking.head(10))
     top = top_k(ranking, min(p.classify_top, len(ranking)))

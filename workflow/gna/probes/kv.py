@@ -106,12 +106,27 @@ def sweep(n_values=SWEEP_N, n_examples: int = 1000, seed: int = 0, **kwargs) -> 
     return {n: generate_kv_probe(n, n_examples, sweep_seed(seed, n), **kwargs) for n in n_values}
 
 
+def _jsonl_line(ex: dict) -> str:
+    return json.dumps(ex, ensure_ascii=False) + "\n"
+
+
 def write_jsonl(examples, path) -> Path:
     """One JSON object per line, written atomically (see :mod:`gna.io`)."""
     with atomic_open(path) as f:
         for ex in examples:
-            f.write(json.dumps(ex, ensure_ascii=False) + "\n")
+            f.write(_jsonl_line(ex))
     return Path(path)
+
+
+def probe_sha256(examples) -> str:
+    """The sha256 of the probe file :func:`write_jsonl` writes for ``examples`` (``gna.io.sha256_file``
+    of that file): the name of the exact prompts a ranking came from."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for ex in examples:
+        h.update(_jsonl_line(ex).encode("utf-8"))
+    return h.hexdigest()
 
 
 REQUIRED_KEYS = ("id", "prompt", "choices", "answer")

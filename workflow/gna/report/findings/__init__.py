@@ -23,6 +23,7 @@ from .hybrids import distillation, hybrid_attention, layer_swap, row_sweep, ssm_
 from .inference_memory import memory
 from .pruning import gradual, individual
 from .verdicts import with_settings
+from ...questions.answers import open_questions
 
 
 def make(figures_dir, out_md, settings: dict | None = None, rankings: dict | None = None) -> pd.DataFrame:
@@ -37,7 +38,7 @@ def make(figures_dir, out_md, settings: dict | None = None, rankings: dict | Non
                    ["arc_challenge_chat"], ["arc_challenge"], st)
             + redundancy(fig, rankings=rankings) + memory(fig)
             + ssm_masking(fig, st) + hybrid_attention(fig, st) + row_sweep(fig, st) + layer_swap(fig)
-            + distillation(fig))
+            + distillation(fig) + open_questions(fig))
     df = pd.DataFrame(rows, columns=["claim", "model", "verdict", "evidence"])
     lines = ["# Findings: which of the paper's claims this run shows", "",
              "Computed from the tables in this folder by `gna.report.findings`; thresholds are in its source.", ""]

@@ -1,0 +1,252 @@
+# The questions the paper leaves open, on the scan's ranking (gna.questions; docs/open-questions.md):
+# complementary or redundant head pairs and the smallest head set that takes retrieval to chance,
+# format-sensitive heads, rankings repeated over probe seeds, and a ranking as mohawk's inputs.
+
+
+HEAD_PAIRS = experiment_config("head_pairs")
+PROBE_FORMATS = experiment_config("probe_formats")
+RANKING_SEEDS = experiment_config("ranking_seeds")
+MOHAWK_EXPORT = experiment_config("mohawk_export")
+GA_PATHS = experiment_config("ga_paths")
+# An experiment that takes its heads from the ranking across formats or over seeds needs that experiment's settings.
+for _exp in ("topk_removal", "arc_chat", "hybrid_distillation"):
+    _choice = experiment_config(_exp).get("ranking", "single")
+    _needs = {"across_formats": "probe_formats", "over_seeds": "ranking_seeds"}.get(_choice)
+    if _needs and not experiment_config(_needs):
+        raise ValueError(f"experiments.{_exp}.ranking = {_choice} needs experiments.{_needs} (its settings)")
+
+
+rule head_pairs:
+    # Every pair of the top heads ablated together, then the greedy smallest set that reaches chance.
+    input:
+        model=lambda wc: model_input(wc.model),
+        probe=probe_path(),
+        ranking="results/scan/{model}.ranking.csv",
+    output:
+        pairs="results/questions/pairs/{model}.pairs.csv",
+        minimal="results/questions/pairs/{model}.minimal.csv",
+    params:
+        spec=lambda wc: model_spec(wc.model),
+        top=HEAD_PAIRS.get("top"),
+        candidates=HEAD_PAIRS.get("candidates"),
+        chance_margin=HEAD_PAIRS.get("chance_margin"),
+        max_size=HEAD_PAIRS.get("max_size"),
+        n_examples=HEAD_PAIRS.get("n_examples"),
+        batch_size=config["scan"]["batch_size"],
+        max_rows=config["scan"]["max_rows"],
+    threads: THREADS
+    resources:
+        **MODEL_RESOURCES,
+    log:
+        "logs/questions/pairs/{model}.log",
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/head_pairs.py"
+
+
+rule head_pairs_figure:
+    input:
+        pairs=expand("results/questions/pairs/{model}.pairs.csv", model=experiment_models("head_pairs")),
+        minimal=expand("results/questions/pairs/{model}.minimal.csv", model=experiment_models("head_pairs")),
+        ga=expand("results/scan/{model}.ga.csv", model=experiment_models("head_pairs")),
+    output:
+        png=report("figures/head_pairs.png", caption="../report/head_pairs.rst", category="Open questions"),
+        pdf="figures/head_pairs.pdf",
+        md="figures/head_pairs.md",
+        csv="figures/head_pairs.csv",
+        minimal="figures/head_pairs_minimal.csv",
+    log:
+        "logs/figures/head_pairs.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/head_pairs_figure.py"
+
+
+rule format_probes:
+    # One KV retrieval in every format of probe_formats.formats, on the same keys, values and queries.
+    output:
+        [format_probe(f) for f in PROBE_FORMATS.get("formats", [])],
+    params:
+        formats=PROBE_FORMATS.get("formats"),
+        key_pool=PROBE_FORMATS.get("keys"),
+        n_options=PROBE_FORMATS.get("n_options"),
+        n_pairs=config["scan"]["n_pairs"],
+        n_examples=PROBE_FORMATS.get("n_examples") or config["kv_probe"]["n_examples"],
+        seed=config["kv_probe"]["seed"],
+        separator=config["kv_probe"]["separator"],
+    log:
+        "logs/probes/formats.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/format_probes.py"
+
+
+rule format_scan:
+    # The scan under every format; the rank correlations and the ranking across formats.
+    input:
+        model=lambda wc: model_input(wc.model),
+        probes=[format_probe(f) for f in PROBE_FORMATS.get("formats", [])],
+    output:
+        rankings="results/questions/formats/{model}.rankings.csv",
+        ranking="results/questions/formats/{model}.ranking.csv",
+    params:
+        spec=lambda wc: model_spec(wc.model),
+        formats=PROBE_FORMATS.get("formats"),
+        top_k=PROBE_FORMATS.get("top_k"),
+        above_chance=PROBE_FORMATS.get("above_chance"),
+        batch_size=config["scan"]["batch_size"],
+        max_rows=config["scan"]["max_rows"],
+    threads: THREADS
+    resources:
+        **MODEL_RESOURCES,
+    log:
+        "logs/questions/formats/{model}.log",
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/format_scan.py"
+
+
+rule probe_formats_figure:
+    input:
+        rankings=expand("results/questions/formats/{model}.rankings.csv", model=experiment_models("probe_formats")),
+        across=expand("results/questions/formats/{model}.ranking.csv", model=experiment_models("probe_formats")),
+    output:
+        png=report("figures/probe_formats.png", caption="../report/probe_formats.rst", category="Open questions"),
+        pdf="figures/probe_formats.pdf",
+        md="figures/probe_formats.md",
+        csv="figures/probe_formats.csv",
+    params:
+        top_k=PROBE_FORMATS.get("top_k"),
+    log:
+        "logs/figures/probe_formats.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/probe_formats_figure.py"
+
+
+rule ranking_seed_scan:
+    # The scan on another probe seed's prompts (the exact ranking; kv_probe.seed's is the scan's own).
+    input:
+        model=lambda wc: model_input(wc.model),
+        probe=lambda wc: probe_path(seed=int(wc.seed)),
+    output:
+        "results/questions/seeds/{model}/s{seed}.ranking.csv",
+    wildcard_constraints:
+        seed=r"\d+",
+    params:
+        spec=lambda wc: model_spec(wc.model),
+        batch_size=config["scan"]["batch_size"],
+        max_rows=config["scan"]["max_rows"],
+    threads: THREADS
+    resources:
+        **MODEL_RESOURCES,
+    log:
+        "logs/questions/seeds/{model}/s{seed}.log",
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/ranking_seed_scan.py"
+
+
+rule ranking_seeds:
+    # A model's rankings over the probe seeds: each head's rank spread, the top-k overlap, the stable ranking.
+    input:
+        rankings=lambda wc: [seed_ranking(wc.model, s) for s in RANKING_SEEDS["seeds"]],
+        probes=lambda wc: [probe_path(seed=s) for s in RANKING_SEEDS["seeds"]],
+    output:
+        spread="results/questions/seeds/{model}.spread.csv",
+        ranking="results/questions/seeds/{model}.ranking.csv",
+    params:
+        seeds=RANKING_SEEDS.get("seeds"),
+        top_k=RANKING_SEEDS.get("top_k"),
+    log:
+        "logs/questions/seeds/{model}.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/ranking_seeds.py"
+
+
+rule ranking_seeds_figure:
+    input:
+        expand("results/questions/seeds/{model}.spread.csv", model=experiment_models("ranking_seeds")),
+    output:
+        png=report("figures/ranking_seeds.png", caption="../report/ranking_seeds.rst", category="Open questions"),
+        pdf="figures/ranking_seeds.pdf",
+        md="figures/ranking_seeds.md",
+        csv="figures/ranking_seeds.csv",
+    params:
+        top_k=RANKING_SEEDS.get("top_k"),
+    log:
+        "logs/figures/ranking_seeds.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/ranking_seeds_figure.py"
+
+
+rule mohawk_export:
+    # A ranking's top k as goombalab/mohawk's architecture_<k>.yaml and --heads map (gna export).
+    input:
+        ranking=lambda wc: MOHAWK_EXPORT["ranking"].format(model=wc.model),
+    output:
+        yaml="results/questions/mohawk/{model}/architecture_{k}.yaml",
+        heads="results/questions/mohawk/{model}/heads_{k}.txt",
+    wildcard_constraints:
+        k=r"\d+",
+    params:
+        n_layers=lambda wc: n_layers(wc.model),
+        source=lambda wc: model_source(wc.model),
+        head_dim=MOHAWK_EXPORT.get("head_dim"),
+    log:
+        "logs/questions/mohawk/{model}/architecture_{k}.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/mohawk_export.py"
+
+
+rule ga_paths:
+    # Path patching: each top Gather's output removed only from each later top Aggregate's keys and values.
+    input:
+        model=lambda wc: model_input(wc.model),
+        probe=probe_path(),
+        ga="results/scan/{model}.ga.csv",
+    output:
+        "results/questions/paths/{model}.csv",
+    params:
+        spec=lambda wc: model_spec(wc.model),
+        n_gather=GA_PATHS.get("n_gather"),
+        n_aggregate=GA_PATHS.get("n_aggregate"),
+        batch_size=config["scan"]["batch_size"],
+        max_rows=config["scan"]["max_rows"],
+    threads: THREADS
+    resources:
+        **MODEL_RESOURCES,
+    log:
+        "logs/questions/paths/{model}.log",
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/ga_paths.py"
+
+
+rule ga_paths_figure:
+    input:
+        expand("results/questions/paths/{model}.csv", model=experiment_models("ga_paths")),
+    output:
+        png=report("figures/ga_paths.png", caption="../report/ga_paths.rst", category="Open questions"),
+        pdf="figures/ga_paths.pdf",
+        md="figures/ga_paths.md",
+        csv="figures/ga_paths.csv",
+    log:
+        "logs/figures/ga_paths.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/ga_paths_figure.py"

@@ -1,0 +1,7 @@
+"""figures/ga_paths.*: the Gather-to-Aggregate matrix of path-patched KV drops."""
+from gna.pipeline import job
+from gna.questions import figures
+
+with job(snakemake):
+    o = snakemake.output
+    figures.ga_paths(list(snakemake.input), o.png, o.pdf, o.csv, o.md)

@@ -1,0 +1,7 @@
+"""figures/ranking_seeds.*: the top heads' mean rank over probe seeds with min-max error bars."""
+from gna.pipeline import job
+from gna.questions import figures
+
+with job(snakemake):
+    o = snakemake.output
+    figures.ranking_seeds(list(snakemake.input), snakemake.params.top_k, o.png, o.pdf, o.csv, o.md)
