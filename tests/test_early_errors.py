@@ -1,4 +1,4 @@
-"""Errors that name the problem before any work (issue 15): unknown task names and a Mamba-1
+"""Errors that name the problem before any work: unknown task names and a Mamba-1
 channel_group that does not divide the channels (when the workflow is parsed), a device the
 machine lacks (when a model job starts), a model whose files fail to load. Every one names its
 config key, and none leaves an output file behind."""

@@ -1,4 +1,4 @@
-"""Figures a reader does not stumble on (issue 24, item 6): whole-number ticks on whole-number axes,
+"""Figures a reader does not stumble on: whole-number ticks on whole-number axes,
 head labels explained, colour bars and query/key labels on the G&A heatmaps, and one "Missing
 metadata" line (not one per output) from ``snakemake --report`` before a run."""
 import logging

@@ -1,4 +1,4 @@
-"""Issue 6's experiment functions on tiny models: SSM masking, task export, distillation data and
+"""The hybrid experiments' functions on tiny models: SSM masking, task export, distillation data and
 checkpoints, the hybrid tables and their findings. (The rules end to end: test_pipeline.py.)"""
 import json
 from pathlib import Path

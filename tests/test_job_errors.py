@@ -1,5 +1,5 @@
 """A job that fails because of the user's input shows one line on the terminal, no traceback; the
-job's log keeps the traceback (issue 24, item 3)."""
+job's log keeps the traceback."""
 import errno
 import os
 import shutil

@@ -1,4 +1,4 @@
-"""Every index and path of a study config checked when the workflow is parsed (issue 24, item 2):
+"""Every index and path of a study config checked when the workflow is parsed:
 named heads and layers of every experiment, model paths (there? config.json? JSON?), each line of
 the micro task files, and schema violations as one line naming the key and the rule."""
 import copy

@@ -151,7 +151,7 @@ def test_the_plan_covers_every_job_of_the_paper_dag():
     by_rule = {d["rule"]: d for d in summary(rows)}
     assert by_rule["head_scan"]["jobs"] >= 7 and by_rule["distill_stage"]["jobs"] == 20
     total = sum(d["gpu_hours"] for d in by_rule.values())
-    assert 3000 <= total <= 6500, total  # the rough estimate, mostly distillation
+    assert 3000 <= total <= 6500, total  # the paper DAG's rough size, mostly distillation
     zamba = next(r for r in rows if r.rule == "head_scan" and "zamba2-7b" in r.wildcards)
     assert zamba.hours * 60 > 240  # the old 240-minute limit would have killed it
 

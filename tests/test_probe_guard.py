@@ -1,4 +1,4 @@
-"""A ranking that means nothing is refused (issue 24, item 1), and ``gna scan`` checks its arguments
+"""A ranking that means nothing is refused, and ``gna scan`` checks its arguments
 and ``--out`` before loading the model and writes ``--out`` all at once (item 3).
 
 The case of the issue: ``gna scan data/models/micro-llama`` with the paper's prompt format: 58% of

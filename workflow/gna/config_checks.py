@@ -153,7 +153,7 @@ def check(config: dict, model_source) -> dict[str, tuple[int | None, int | None]
 
 
 def check_hybrid(config: dict, shapes: dict, known) -> None:
-    """experiments.layer_swap and experiments.hybrid_distillation (issue 6)."""
+    """experiments.layer_swap and experiments.hybrid_distillation."""
     exps = config.get("experiments") or {}
     swap = exps.get("layer_swap")
     if swap:
