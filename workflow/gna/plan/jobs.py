@@ -361,6 +361,11 @@ def write(rows: list[Row], md_path, csv_path, profile: dict | None = None, hw: H
                      f"{d['max_job_hours']:.2f} | {d['gpu_hours']:,.1f} |" if d["gpu"] else
                      f"| {d['rule']} | {d['jobs']} | 0 | (CPU) | {d['host_gb']:.1f} | {d['max_job_hours']:.2f} | 0 |")
     lines.append(f"| **total** | {len(rows)} | | | | | **{total:,.0f}** |")
+    lines += ["", f"SSM jobs (Mamba, Mamba-2, Zamba2, Llamba, the hybrids) are counted with their fused kernels "
+                  f"(mamba-ssm, causal-conv1d). Without them a GPU job stops at start; with "
+                  f"`GNA_FUSED_KERNELS=0` it runs the PyTorch scan: about {hw.pytorch_ssm_memory_factor:g}x "
+                  f"the activation memory and at least {hw.pytorch_ssm_time_factor:g}x the time of those rows "
+                  f"(`Hardware.pytorch_ssm_*`)."]
     if profile is not None:
         bad = check_profile(rows, profile)
         lines += ["", "## Against profiles/slurm", ""]
