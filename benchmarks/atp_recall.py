@@ -53,10 +53,23 @@ def noise_bar(base_acc: float, acc: pd.Series, n: int) -> pd.Series:
     return NOISE_Z * ((base_acc * (1 - base_acc) + acc * (1 - acc)) / n) ** 0.5
 
 
+# The micro models' exact rankings on the micro study's probe, as the test suite holds them
+# (tests/test_fast_scan.py): reused rather than recomputed (micro-mamba2's took 17 min on a loaded CPU).
+RECORDED = ROOT / "tests" / "data" / "exact_rankings_before_gather.csv"
+
+
 def exact_ranking(name: str, model, enc, out: Path) -> pd.DataFrame:
     path = out / "exact" / f"{name}.csv"
     if path.is_file():
         return pd.read_csv(path)
+    recorded = pd.read_csv(RECORDED) if RECORDED.is_file() else None
+    if recorded is not None and name in set(recorded.model) and len(enc) == 200 and MODELS[name][0] == 8:
+        df = recorded[recorded.model == name].copy()
+        base = score(model, enc).accuracy
+        df["baseline_accuracy"], df["accuracy"], df["n_examples"] = base, base - df["drop"], len(enc)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        df.to_csv(path, index=False)
+        return df
     t = time.perf_counter()
     df = scan_heads(model, enc, model_name=name, progress=False)
     df["seconds"] = time.perf_counter() - t
@@ -95,7 +108,10 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
-    all_rows, info = [], []
+    all_rows, info = [], []   # earlier runs' other models are kept: one table for every model
+    if (args.out / "curves.csv").is_file() and (args.out / "models.csv").is_file():
+        all_rows = [r for r in pd.read_csv(args.out / "curves.csv").to_dict("records") if r["model"] not in args.models]
+        info = [r for r in pd.read_csv(args.out / "models.csv").to_dict("records") if r["model"] not in args.models]
     for name in args.models:
         pairs, opts = MODELS[name]
         path = ROOT / "data" / "models" / name

@@ -155,3 +155,23 @@ def test_gathered_logits_equal_the_full_head_at_the_scored_positions_in_bf16_and
         assert logits.shape == (1, len(b.score_rows), 300) and logits.dtype == torch.float32
         assert calls == [torch.float32, torch.float32]   # one product per call, float32, no bf16 one
         torch.testing.assert_close(gathered_choice_logprobs(logits, b)[0], full, rtol=0, atol=1e-5)
+
+
+def test_the_sequential_guard_samples_until_its_bound_is_below_the_level():
+    from gna.attribution_scan import attribution_ranking, guard_summary, upper_bound
+    from gna.models import load_model
+    from gna.probes.kv import generate_kv_probe
+    from gna.probes.scoring import encode
+
+    model, tok = load_model({"path": str(ROOT / "data/models/micro-llama")})
+    enc = encode(generate_kv_probe(8, 32, 0, separator=" ", fmt="compact"), tok)
+    ranking, guard = attribution_ranking(model, enc, "atp+exact", candidates=4, guard_sample=2, guard_k=3,
+                                         guard_level=0.3, progress=False)
+    rest = guard["n_heads"] - guard["candidates"]
+    assert guard["level_met"] and guard["bound_share"] <= 0.3
+    assert guard["bound_share"] == pytest.approx(upper_bound(guard["sample_beats_kth"], guard["sampled"], rest) / rest)
+    # one draw fewer would not have met it: it stopped as soon as the bound allowed
+    assert upper_bound(guard["sample_beats_kth"], guard["sampled"] - 1, rest) / rest > 0.3
+    assert ranking["exact"].sum() == guard["candidates"] + guard["sampled"]
+    assert ranking["rank"].tolist() == list(range(1, len(ranking) + 1))
+    assert "level 0.30 met" in guard_summary(guard)

@@ -280,6 +280,15 @@ def eval_tasks(hw: Hardware, info: ModelInfo, tasks, eval_cfg: dict, layers: flo
     return secs, peak
 
 
+def guard_draws(guard_sample: int, guard_level: float | None) -> int:
+    """Heads the atp+exact guard ablates when none beats its bar: ``guard_sample``, or with a
+    ``guard_level`` enough that the one-sided 95% bound on the share that would is at most the level
+    (gna.attribution_scan; more when some do)."""
+    if guard_level is None:
+        return guard_sample
+    return max(guard_sample, math.ceil(math.log(0.05) / math.log(1 - guard_level)))
+
+
 SCORED_POSITIONS = 2
 """Scored positions per probe row: one per one-token choice, two where the tokenizer splits " 42"
 into " " and "42" (Llama-3) and the shared " " is scored too (gna.probes.scoring)."""

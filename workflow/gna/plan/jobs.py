@@ -176,7 +176,8 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
         secs, peak = E.head_scan(hw, info, int(cfg["kv_probe"]["n_examples"]), int(sc["n_pairs"]),
                                  int(sc["batch_size"]), int(sc["max_rows"]),
                                  int(sc["classify_top"]), int(sc["classify_examples"]), method=sc["method"],
-                                 candidates=int(sc["candidates"]), guard_sample=int(sc["guard_sample"]),
+                                 candidates=int(sc["candidates"]),
+                                 guard_sample=E.guard_draws(int(sc["guard_sample"]), sc.get("guard_level")),
                                  graddrop=bool(sc["atp_graddrop"]))
         return Estimate(gpu_gb=peak / GB, host_gb=E.host_gb(hw, info),
                         hours=(secs + E.load_seconds(hw, info)) / 3600)
