@@ -46,6 +46,10 @@ choices = [[[1000 + c] for c in range(C)] for _ in range(n)]
 enc = EncodedProbe(ids=[str(i) for i in range(n)], prompt_ids=prompts, choice_ids=choices,
                    answers=torch.randint(0, C, (n,), generator=g), n_choices=C, pad_id=0, single_token=True, one_row=True)
 heads = [(0, h, "attention") for h in range(args["heads"])]
+from gna.probes.scoring import score
+t = time.perf_counter()
+score(model, enc, batch_size=n)   # one forward per prompt: the unit of AtP's forward multiple
+forward = time.perf_counter() - t
 t = time.perf_counter()
 if args["method"] == "exact":
     scan_heads(model, enc, batch_size=n, max_rows=256, heads=heads, progress=False)
@@ -54,7 +58,7 @@ else:
     from gna.scan import _select
     atp_scan(model, enc, _select(model, layers=[0]), batch_size=n, progress=False)
 secs = time.perf_counter() - t
-print(json.dumps(dict(seconds=secs, peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6)))
+print(json.dumps(dict(seconds=secs, forward_s=forward, peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6)))
 """
 
 
@@ -103,6 +107,7 @@ def main() -> None:
                                  heads=a.heads if method == "exact" else None, tokens=a.tokens,
                                  before_s=best["before"]["seconds"], after_s=best["after"]["seconds"],
                                  speed_ratio=best["before"]["seconds"] / best["after"]["seconds"],
+                                 after_in_forwards=best["after"]["seconds"] / best["after"]["forward_s"],
                                  before_peak_rss_gb=best["before"]["peak_rss_gb"],
                                  after_peak_rss_gb=best["after"]["peak_rss_gb"]))
                 print(json.dumps(rows[-1]), flush=True)

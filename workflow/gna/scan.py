@@ -179,7 +179,8 @@ def scan(model: nn.Module, encoded: EncodedProbe, method: str = "exact", batch_s
          **atp) -> tuple[pd.DataFrame, dict]:
     """``(ranking, guard)`` by ``method``: ``exact`` is :func:`scan_heads` (the paper's ranking);
     ``atp`` and ``atp+exact`` are :func:`gna.attribution_scan.attribution_ranking`, which takes
-    ``atp`` (candidates, guard_sample, guard_k, atp_score, graddrop, seed; ``exact`` ignores them)."""
+    ``atp`` (candidates, guard_sample, guard_k, guard_level, atp_score, graddrop, ig_steps, seed; ``exact`` ignores
+    them)."""
     if method not in METHODS:
         raise ConfigError(f"scan.method = {method!r}: expected one of {', '.join(METHODS)}")
     common = dict(batch_size=batch_size, max_rows=max_rows, kinds=kinds, layers=layers, model_name=model_name,
