@@ -55,11 +55,12 @@ class Hardware:
     padding_waste: float = 1.25
     """Padded tokens per real token in length-sorted batches."""
     probe_padding_waste: float = 1.04
-    """Padded tokens per real token in a KV probe's batches (prompts of near-equal length; measured
-    1.04 on the paper-format probe: benchmarks/scan_real_width.py's notes, docs/fast-scan.md)."""
+    """Padded tokens per real token in a KV probe's batches (prompts of near-equal length: 1.04
+    measured on 32-prompt batches of the paper-format probe at 20 pairs with Llama-3's tokenizer)."""
     atp_forward_multiple: float = 2.5
-    """Cost of AtP's forward + backward per prompt, in forwards of the same prompt (measured 1.7-2.9
-    on real-width slices, docs/fast-scan.md; GradDrop adds one backward, ~1.5 forwards, per layer)."""
+    """Cost of AtP's forward + backward per prompt, in forwards of the same prompt (1.7-2.9 measured on
+    Llama-3.2-3B / 3.1-8B slices in bf16 on a CPU; ``benchmarks/scan_real_width.py --methods atp``
+    prints it as ``after_in_forwards``; GradDrop adds one backward, ~1.5 forwards, per layer)."""
     pytorch_ssm_memory_factor: float = 3.5
     """Activation memory of an SSM layer on the pure-PyTorch scan over the fused kernels' (one Llamba
     layer at 256 rows: 10.3 GB against 2.9 GB); a job refuses that path on a GPU unless
