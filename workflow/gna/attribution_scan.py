@@ -139,6 +139,7 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
             hits = hits_in(sample_of(n_drawn))
     sample = sample_of(n_drawn)
     exact = exact.merge(est, on=KEY).assign(exact=True)
+    hits = hits_in(sample)  # the same heads, now with their estimates beside them
     pick = sorted(draw_order[:n_drawn])
     unverified = rest.drop(rest.index[pick])
     guard.update(candidates=len(cand), sampled=len(sample), guard_k=k,
