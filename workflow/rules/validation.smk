@@ -1,7 +1,7 @@
 # The fast scan's validation models (>= 128 heads each; gna.micro.validation_models, docs/fast-scan.md):
 # `snakemake retrain_validation_models` retrains them from scratch into results/validation/models/
-# with the micro recipe's retrieval phase. The shipped copies are in data/models/<name>; the study
-# itself never reads them (the recall benchmark, benchmarks/atp_recall.py, does).
+# with the micro recipe's retrieval phase. The study itself never reads them; the recall benchmark
+# (benchmarks/atp_recall.py) reads them from data/models/<name>.
 from gna.micro.validation_models import VALIDATION_MODELS
 
 _VAL_CPU_ENV = globals().get("CPU_ENV", "../../envs/cpu.yaml")

@@ -5,9 +5,10 @@ budget: with 24 heads ablated out of 24 the exact scan ranks them all. These mod
 least 128 heads each (more layers and more, narrower heads than the micro models), so that
 "recall of the exact top-10 with at most 15% of the heads ablated" is a real test. They are
 trained with the micro recipe's first phase only (KV dictionary, facts, induction segment:
-the in-context retrieval the scan's KV probe measures), and ship in ``data/models/<name>``
-like the micro models; ``snakemake retrain_validation_models`` retrains them into
-``results/validation/models/`` (docs/fast-scan.md has the numbers).
+the in-context retrieval the scan's KV probe measures). ``snakemake retrain_validation_models``
+trains them into ``results/validation/models/``; a model that retrieves is copied to
+``data/models/<name>``, where benchmarks/atp_recall.py finds it. Neither has retrieved yet (one
+seed each; docs/fast-scan.md has the training curves and what to try next).
 """
 from __future__ import annotations
 
