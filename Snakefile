@@ -52,6 +52,7 @@ try:
     include: "workflow/rules/report.smk"
     include: "workflow/rules/batch.smk"  # micro scale: several conditions per job (batch_conditions)
     include: "workflow/rules/micro.smk"
+    include: "workflow/rules/validation.smk"  # `snakemake retrain_validation_models`: the fast scan's test models
     include: "workflow/rules/check.smk"  # `snakemake check_figures`: against the committed figures/
     include: "workflow/rules/plan.smk"  # `snakemake plan`: the resource plan, not part of all
 except GnaError as e:  # a config value refused while the rules are read: one line

@@ -5,7 +5,9 @@
     heads of the estimate with the exact accuracy drop and with the exact log-prob drop; the recall of
     the exact top-5 / top-10 inside the estimate's top-N; whether atp+exact (defaults) gives the exact
     top-5 in the same order and the exact top-10; the false-negative guard's count.
-(b) Wall time of the exact scan against atp+exact on a Llama-3.2-1B-like layout (16 layers x 32 heads,
+(b) TIMING ONLY (random weights: it times the estimate, it cannot test it; the recall of the exact
+    ranking is benchmarks/atp_recall.py's, at real width benchmarks/scan_real_width.py's).
+    Wall time of the exact scan against atp+exact on a Llama-3.2-1B-like layout (16 layers x 32 heads,
     8 K/V heads, small width, random weights), then how it scales with the number of heads; the last
     line is ``speedup: <ratio>`` on that layout.
 

@@ -18,7 +18,8 @@ GNA = Path(sys.executable).parent / "gna"  # the console script pip installed be
 # Small probe: 16 prompts of 4 pairs; the micro models read the compact format.
 PROBE = dict(n_examples=16, n_pairs=4, seed=0, fmt="compact", separator=" ")
 SCAN = dict(batch_size=8, max_rows=64, classify_top=4, classify_examples=4, threshold=0.3, method="exact")
-ATP = dict(candidates=6, guard_sample=4, guard_k=3, atp_score="margin", graddrop=False, seed=PROBE["seed"])
+ATP = dict(candidates=6, guard_sample=4, guard_k=3, guard_level=0.25, atp_score="margin", graddrop=False,
+           seed=PROBE["seed"])
 
 
 class Named(dict):
@@ -128,7 +129,8 @@ def test_scan_equals_the_pipelines_head_scan(tiny_model_dir, tmp_path, which, me
     ranking = pd.read_csv(cli / "ranking.csv")
     assert len(ranking) > 4 and ranking.logprob_drop.nunique() > 4  # a real ranking, not a constant table
     if method == "atp+exact":  # the candidates and the guard's sample ablated, the rest ranked by the estimate
-        assert ranking.exact.sum() == ATP["candidates"] + ATP["guard_sample"] and ranking.atp_drop.notna().all()
+        # (at least guard_sample drawn: the guard draws on until its bound meets scan.guard_level)
+        assert ranking.exact.sum() >= ATP["candidates"] + ATP["guard_sample"] and ranking.atp_drop.notna().all()
     assert (cli / "ranking.csv").read_bytes() == (scan / f"{name}.ranking.csv").read_bytes()
     assert (cli / "ga.csv").read_bytes() == (scan / f"{name}.ga.csv").read_bytes()
 

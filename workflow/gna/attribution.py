@@ -33,8 +33,8 @@ from .errors import InterventionError
 from .interventions.hooks import check_hookable, rewrite_heads
 from .models import adapter_for
 from .models.description import Mixer
-from .probes.scoring import (EncodedProbe, ProbeBatch, accepts_logits_to_keep, batch_choice_logprobs, fp32_logits,
-                             iter_batches)
+from .probes.scoring import (EncodedProbe, ProbeBatch, ScoredHead, accepts_logits_to_keep, batch_choice_logprobs,
+                             fp32_logits, gathered_choice_logprobs, iter_batches, scored_logits)
 
 SCORES = ("margin", "logprob")
 ATP_COLUMNS = ["layer", "head", "kind", "atp_drop", "atp_magnitude"]
@@ -65,10 +65,12 @@ def frozen(model: nn.Module) -> Iterator[None]:
 
 
 @contextmanager
-def head_activations(mixers: list[Mixer]) -> Iterator[dict[Mixer, list[torch.Tensor]]]:
+def head_activations(mixers: list[Mixer], scale: float = 1.0) -> Iterator[dict[Mixer, list[torch.Tensor]]]:
     """Record each mixer's heads ``(..., n_heads, head_dim)`` as they enter its output projection,
     one tensor per call, in the autograd graph. The first recorded (no grad upstream: weights are
-    frozen) becomes a leaf that requires grad, so every later activation depends on it."""
+    frozen) becomes a leaf that requires grad, so every later activation depends on it. ``scale``:
+    what goes on into the projection is ``scale`` x the recorded heads (a point on the path on
+    which every head goes to zero together: the integrated-gradients estimate)."""
     got: dict[Mixer, list[torch.Tensor]] = {m: [] for m in mixers}
 
     def record(m: Mixer):
@@ -76,7 +78,7 @@ def head_activations(mixers: list[Mixer]) -> Iterator[dict[Mixer, list[torch.Ten
             if not x.requires_grad:
                 x = x.detach().requires_grad_(True)
             got[m].append(x)
-            return x
+            return x if scale == 1.0 else x * scale
         return fn
 
     with ExitStack() as stack:
@@ -126,17 +128,37 @@ def blockable_layers(model: nn.Module) -> Iterator[list[list[bool]]]:
             h.remove()
 
 
-def _batch_estimates(model, b: ProbeBatch, answers, mixers, score, keep, graddrop) -> dict[Mixer, torch.Tensor]:
+def _integrated_estimates(model, b: ProbeBatch, answers, mixers, score, keep, head: ScoredHead,
+                          steps: int) -> dict[Mixer, torch.Tensor]:
+    """``(1, E, n_heads)``: the midpoint-rule integral of ``a_h . dS_e/da_h`` along the path on which
+    every head is scaled from 1 to 0 together, ``steps`` points (EAP-IG's estimate, Hanna et al. 2024,
+    with zero ablation as the corrupted input); the recorded ``a_h`` is the activation on the path."""
+    out = None
+    for k in range(steps):
+        alpha = (k + 0.5) / steps
+        est = _batch_estimates(model, b, answers, mixers, score, keep, False, head, scale=alpha)
+        # grad w.r.t. the recorded (unscaled) heads is alpha x dS/d(alpha a): divide it back out
+        out = {m: e / alpha / steps for m, e in est.items()} if out is None else \
+            {m: out[m] + e / alpha / steps for m, e in est.items()}
+    return out
+
+
+def _batch_estimates(model, b: ProbeBatch, answers, mixers, score, keep, graddrop,
+                     head: ScoredHead, scale: float = 1.0) -> dict[Mixer, torch.Tensor]:
     """Per example of the batch: ``a_h . dS_e/da_h`` per head of each mixer (the predicted drop of
     example e's score), ``(R, E, n_heads)``: R = 1, or with ``graddrop`` 1 + L, row 1 + l with layer
-    l's contribution blocked."""
-    kw = dict(input_ids=b.input_ids, attention_mask=b.attention_mask, use_cache=False)
-    if keep:
-        kw["logits_to_keep"] = b.keep_pos
+    l's contribution blocked. The LM head runs at the scored positions only (``head.gather``)."""
     with ExitStack() as stack:
-        acts = stack.enter_context(head_activations(mixers))
+        acts = stack.enter_context(head_activations(mixers, scale))
         flags = stack.enter_context(blockable_layers(model)) if graddrop else []
-        S = choice_score(batch_choice_logprobs(model(**kw).logits, b), answers, score).sum()
+        if head.can_gather:
+            lp = gathered_choice_logprobs(scored_logits(model, b, head, keep), b)[0]
+        else:
+            kw = dict(input_ids=b.input_ids, attention_mask=b.attention_mask, use_cache=False)
+            if keep:
+                kw["logits_to_keep"] = b.keep_pos
+            lp = batch_choice_logprobs(model(**kw).logits, b)
+        S = choice_score(lp, answers, score).sum()
     for m, got in acts.items():
         if len(got) != 1:
             raise InterventionError(f"layer {m.layer} {m.kind}: its output projection ran {len(got)} times in one "
@@ -160,7 +182,8 @@ def _batch_estimates(model, b: ProbeBatch, answers, mixers, score, keep, graddro
 
 
 def atp_scan(model: nn.Module, encoded: EncodedProbe, mixers: list[Mixer], batch_size: int = 32,
-             score: str = "margin", graddrop: bool = False, progress: bool = True) -> pd.DataFrame:
+             score: str = "margin", graddrop: bool = False, progress: bool = True,
+             ig_steps: int = 0) -> pd.DataFrame:
     """The AtP estimate of every head of ``mixers``: a table of ``ATP_COLUMNS``.
 
     ``atp_drop``: the mean over examples of the predicted drop of the score when the head alone is
@@ -168,9 +191,12 @@ def atp_scan(model: nn.Module, encoded: EncodedProbe, mixers: list[Mixer], batch
     scan methods rank by: the mean over examples of each example's ``|predicted drop|`` (a head whose
     ablation flips some answers one way and some the other has a small mean but changes the
     accuracy; on the micro models this finds the exact top-5 much earlier than ``|atp_drop|``:
-    docs/performance.md). With ``graddrop``, AtP*'s GradDrop magnitude ``sum_l |AtP_l| / (L - 1)`` instead, from
-    L more backward passes per batch.
+    docs/fast-scan.md). With ``graddrop``, AtP*'s GradDrop magnitude ``sum_l |AtP_l| / (L - 1)`` instead, from
+    L more backward passes per batch. With ``ig_steps`` > 0, the integrated-gradients estimate
+    instead (:func:`_integrated_estimates`: ``ig_steps`` forwards and backwards per batch).
     """
+    if ig_steps and graddrop:
+        raise InterventionError("atp_scan: graddrop and ig_steps are two estimates; choose one")
     if score not in SCORES:
         raise InterventionError(f"scan.atp_score = {score!r}: expected one of {', '.join(SCORES)}")
     check_hookable(model, mixers)
@@ -179,11 +205,13 @@ def atp_scan(model: nn.Module, encoded: EncodedProbe, mixers: list[Mixer], batch
     signed = {m: 0.0 for m in mixers}  # (R, n_heads) sums over examples
     per_example_abs = {m: 0.0 for m in mixers}  # (n_heads,)
     batches = list(iter_batches(encoded, batch_size))
-    with frozen(model), torch.enable_grad(), fp32_logits(model):  # log-probs in fp32, as the exact scan's
+    with frozen(model), torch.enable_grad(), fp32_logits(model) as head:  # log-probs in fp32, as the exact scan's
         for batch in tqdm(batches, desc="attribution", unit="batch", disable=not progress):
             b = batch.to(device)
             answers = encoded.answers[batch.examples].to(device)
-            for m, est in _batch_estimates(model, b, answers, mixers, score, keep, graddrop).items():
+            ests = (_integrated_estimates(model, b, answers, mixers, score, keep, head, ig_steps) if ig_steps
+                    else _batch_estimates(model, b, answers, mixers, score, keep, graddrop, head))
+            for m, est in ests.items():
                 signed[m] += est.sum(1)
                 per_example_abs[m] += est[0].abs().sum(0)
     n, n_layers = len(encoded), len(adapter_for(model).layers())

@@ -15,6 +15,8 @@ diagnostic weights its sample by the estimate, which this uniform one does not n
 """
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import torch
 from torch import nn
@@ -38,6 +40,15 @@ def upper_bound(hits: int, sampled: int, population: int, confidence: float = 0.
     from scipy.stats import beta
 
     return float(beta.ppf(confidence, hits + 1, sampled - hits)) * population
+
+
+def _rerank(df: pd.DataFrame, resolution: float) -> pd.DataFrame:
+    """Exact rows of several scans as one ranking, by gna.scan.rank_heads's rule."""
+    df = df.copy()
+    df["_d"], df["_l"] = tie_keys(df["drop"], df["logprob_drop"], resolution)
+    df = df.sort_values(["_d", "_l", "layer", "kind", "head"], ascending=[False, False, True, True, True])
+    df["rank"] = range(1, len(df) + 1)
+    return df.drop(columns=["_d", "_l"]).reset_index(drop=True)
 
 
 def _beats(a, b, resolution: float) -> bool:
@@ -65,12 +76,19 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
                         guard_sample: int = 8, guard_k: int = 10, atp_score: str = "margin",
                         graddrop: bool = False, seed: int = 0, batch_size: int = 32, max_rows: int = 256,
                         kinds=None, layers=None, model_name: str = "", progress: bool = True,
-                        baseline: ProbeScore | None = None) -> tuple[pd.DataFrame, dict]:
+                        baseline: ProbeScore | None = None, guard_level: float | None = None,
+                        ig_steps: int = 0) -> tuple[pd.DataFrame, dict]:
     """``(ranking, guard)`` for ``method`` ``atp`` or ``atp+exact`` (see the module docstring).
 
     ``ranking``: the exact scan's ``COLUMNS`` plus ``EXTRA``. ``guard``: a dict with
     the method, the candidates, the sample, how many sampled heads beat the ``guard_k``-th candidate
     and the bound on the unverified heads that do.
+
+    ``guard_level``: a sequential guard. After the first ``guard_sample`` draws, more non-candidates
+    are drawn (in the same seeded order) and ablated until the one-sided 95% bound on the share of
+    non-candidate heads that beat the ``guard_k``-th candidate is at most ``guard_level``, or none is
+    left; ``guard["bound_share"]`` and ``guard["level_met"]`` say where it stopped. ``ig_steps``:
+    the integrated-gradients estimate (gna.attribution.atp_scan) instead of plain AtP.
     """
     if method != "atp":  # the exact part's settings, checked before the estimate's passes
         if not isinstance(candidates, int) or candidates < 1:
@@ -81,8 +99,8 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
             raise ConfigError(f"scan.guard_k = {guard_k!r}: must be a candidate's rank, 1 or more")
     mixers = _select(model, kinds, layers)
     est = atp_scan(model, encoded, mixers, batch_size=batch_size, score=atp_score, graddrop=graddrop,
-                   progress=progress)
-    guard = dict(method=method, atp_score=atp_score, graddrop=graddrop, n_heads=len(est))
+                   progress=progress, ig_steps=ig_steps)
+    guard = dict(method=method, atp_score=atp_score, graddrop=graddrop, ig_steps=ig_steps, n_heads=len(est))
     if method == "atp":
         base_acc = (score(model, encoded, batch_size=batch_size) if baseline is None else baseline).accuracy
         return _atp_only_rows(est, base_acc, encoded, model_name, 1), guard
@@ -90,18 +108,44 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
     cand = order.head(candidates)
     rest = order.iloc[len(cand):]
     g = torch.Generator().manual_seed(seed)
-    pick = torch.randperm(len(rest), generator=g)[:min(guard_sample, len(rest))].sort().values.tolist()
-    sample = rest.iloc[pick]
-    verify = [(int(l), int(h), str(k)) for l, h, k in pd.concat([cand, sample])[KEY].itertuples(index=False)]
-    exact = scan_heads(model, encoded, batch_size=batch_size, max_rows=max_rows, kinds=kinds, layers=layers,
-                       model_name=model_name, progress=progress, heads=verify, baseline=baseline)
-    exact = exact.merge(est, on=KEY).assign(exact=True)
+    draw_order = torch.randperm(len(rest), generator=g).tolist()
+    n_drawn = min(guard_sample, len(rest))
+    resolution = logprob_resolution(model)
+    common = dict(batch_size=batch_size, max_rows=max_rows, kinds=kinds, layers=layers, model_name=model_name,
+                  progress=progress, baseline=baseline)
+
+    def exact_rows(heads: pd.DataFrame) -> pd.DataFrame:
+        verify = [(int(l), int(h), str(k)) for l, h, k in heads[KEY].itertuples(index=False)]
+        return scan_heads(model, encoded, heads=verify, **common)
+
+    def sample_of(n: int) -> pd.DataFrame:
+        return rest.iloc[sorted(draw_order[:n])]
+
+    exact = exact_rows(pd.concat([cand, sample_of(n_drawn)]))
     # the guard: sampled non-candidates against the k-th best candidate (exact numbers both)
     in_cand = exact.merge(cand[KEY], on=KEY)
-    in_sample = exact.merge(sample[KEY], on=KEY)
     k = min(guard_k, len(in_cand))
     bar = in_cand.sort_values("rank").iloc[k - 1] if k else None
-    hits = [] if bar is None else [r for _, r in in_sample.iterrows() if _beats(r, bar, logprob_resolution(model))]
+
+    def hits_in(sample: pd.DataFrame) -> list:
+        rows = exact.merge(sample[KEY], on=KEY)
+        return [] if bar is None else [r for _, r in rows.iterrows() if _beats(r, bar, resolution)]
+
+    hits = hits_in(sample_of(n_drawn))
+    if guard_level is not None and bar is not None:
+        while n_drawn < len(rest) and upper_bound(len(hits), n_drawn, len(rest)) / len(rest) > guard_level:
+            # enough further draws to meet the level if none of them beats the bar
+            need = n_drawn
+            while need < len(rest) and upper_bound(len(hits), need, len(rest)) / len(rest) > guard_level:
+                need += 1
+            more = rest.iloc[sorted(draw_order[n_drawn:max(need, n_drawn + 1)])]
+            exact = _rerank(pd.concat([exact, exact_rows(more)], ignore_index=True), resolution)
+            n_drawn = max(need, n_drawn + 1)
+            hits = hits_in(sample_of(n_drawn))
+    sample = sample_of(n_drawn)
+    exact = exact.merge(est, on=KEY).assign(exact=True)
+    hits = hits_in(sample)  # the same heads, now with their estimates beside them
+    pick = sorted(draw_order[:n_drawn])
     unverified = rest.drop(rest.index[pick])
     guard.update(candidates=len(cand), sampled=len(sample), guard_k=k,
                  kth_candidate=None if bar is None else dict(layer=int(bar.layer), head=int(bar["head"]),
@@ -110,7 +154,11 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
                  beating_heads=[dict(layer=int(r.layer), head=int(r["head"]), kind=str(r.kind), drop=float(r["drop"]),
                                      atp_drop=float(r.atp_drop)) for r in hits],
                  unverified=len(unverified),
-                 unverified_beating_bound95=upper_bound(len(hits), len(sample), len(unverified)))
+                 unverified_beating_bound95=upper_bound(len(hits), len(sample), len(unverified)),
+                 bound_share=upper_bound(len(hits), len(sample), len(rest)) / max(1, len(rest)),
+                 guard_level=guard_level,
+                 level_met=None if guard_level is None else
+                 upper_bound(len(hits), len(sample), len(rest)) / max(1, len(rest)) <= guard_level)
     tail = _atp_only_rows(unverified, float(exact.baseline_accuracy.iloc[0]), encoded, model_name, len(exact) + 1)
     ranking = pd.concat([exact[COLUMNS + EXTRA], tail], ignore_index=True)
     return ranking, guard
@@ -127,4 +175,7 @@ def guard_summary(guard: dict) -> str:
             f"ablated exactly; {guard['sample_beats_kth']} sampled heads beat candidate #{guard['guard_k']}"
             + (f" (L{kth['layer']}H{kth['head']} {kth['kind']}, drop {kth['drop']:.3f})" if kth else "")
             + f"; 95% bound on unverified heads that would: {guard['unverified_beating_bound95']:.1f} "
-              f"of {guard['unverified']}")
+              f"of {guard['unverified']}"
+            + ("" if guard.get("guard_level") is None else
+               f" (share {guard['bound_share']:.2f}, level {guard['guard_level']:.2f} "
+               f"{'met' if guard['level_met'] else 'NOT met: every head was drawn'})"))

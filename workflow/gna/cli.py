@@ -102,6 +102,8 @@ def check_scan_args(args) -> None:
                                    ("--guard-k", args.guard_k, 1, None)):
         if value < low or (high is not None and value > high):
             raise ConfigError(f"{name} {value} is outside {low}..{'' if high is None else high}")
+    if not 0 < args.guard_level < 1:  # the schema's scan.guard_level: a share strictly between 0 and 1
+        raise ConfigError(f"--guard-level {args.guard_level} is outside (0, 1): the guard's bound on a share of heads")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {args.out} exists and is not a directory")
@@ -174,6 +176,7 @@ def cmd_scan(args) -> int:
     ranking, guard = scan(model, encoded, method=args.method, batch_size=args.batch_size, baseline=checked.baseline,
                           max_rows=args.max_rows, model_name=name, candidates=args.candidates,
                           guard_sample=args.guard_sample, guard_k=args.guard_k, atp_score=args.atp_score,
+                          guard_level=args.guard_level,
                           graddrop=args.graddrop, seed=args.seed)
     ranking = ranking.assign(**checked.columns())
     ranking = ranking.assign(probe_sha256=probe_sha256(examples))  # the exact prompts it ranked on
@@ -281,13 +284,17 @@ def parser() -> argparse.ArgumentParser:
                    help="exact: ablate every head (the paper's ranking, one partial forward per head); atp: rank by "
                    "the attribution-patching estimate only (one forward + backward per batch; no accuracy "
                    "columns); atp+exact: ablate the estimate's top --candidates heads and --guard-sample others "
-                   "exactly, the rest ranked below by the estimate. benchmarks/atp_validation.py measures it against "
-                   "exact (docs/performance.md: 'Attribution patching'); the default stays the paper's exact (default: %(default)s)")
+                   "exactly, the rest ranked below by the estimate. benchmarks/atp_recall.py measures its recall of the "
+                   "exact top heads against the heads ablated (docs/fast-scan.md); the default stays the paper's "
+                   "exact (default: %(default)s)")
     g.add_argument("--candidates", type=int, default=16, help="atp+exact: heads ablated exactly (default: %(default)s)")
     g.add_argument("--guard-sample", type=int, default=8, help="atp+exact: other heads ablated exactly, drawn at "
                    "random (seed --seed), to count false negatives (default: %(default)s)")
     g.add_argument("--guard-k", type=int, default=10, help="atp+exact: the guard counts sampled heads beating the "
                    "k-th candidate (default: %(default)s)")
+    g.add_argument("--guard-level", type=float, default=0.25, help="atp+exact: draw more heads after "
+                   "--guard-sample until the 95%% bound on the share of non-candidates beating the k-th candidate "
+                   "is at most this (11 draws when none does; default: %(default)s)")
     g.add_argument("--atp-score", choices=("margin", "logprob"), default="margin",
                    help="the estimate's score: correct choice's log-prob minus the best other's, or the correct "
                    "choice's log-prob (default: %(default)s)")

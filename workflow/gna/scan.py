@@ -21,7 +21,7 @@ from .interventions import ablate_heads, capture_layer_inputs, head_mask, start_
 from .models import adapter_for
 from .models.description import Mixer
 from .probes.scoring import (EncodedProbe, ProbeScore, accepts_logits_to_keep, batch_choice_logprobs, fp32_logits,
-                             iter_batches, score)
+                             gathered_choice_logprobs, iter_batches, score, scored_logits)
 
 # Log-prob drops closer than this are ties: the model's own rounding carried through its layers.
 # bf16 keeps 8 significant bits (2^-8 ~ 0.004 relative): micro-llama's bf16 scan moves heads' drops
@@ -108,7 +108,7 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
     by_layer: dict[int, list[Mixer]] = defaultdict(list)
     for m in mixers:
         by_layer[m.layer].append(m)
-    with fp32_logits(model):  # the head's fp32 copy made once per scan
+    with fp32_logits(model) as head:  # the head's fp32 copy made once per scan
         for b in tqdm(batches, desc="head scan", unit="batch", disable=not progress):
             answers = encoded.answers[b.examples.cpu()].to(device)
             B = b.input_ids.shape[0]
@@ -125,14 +125,17 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
                         A = len(chunk)
                         mask = torch.ones(A, B, mixer.n_heads, device=device)
                         mask[torch.arange(A), :, torch.tensor(chunk)] = 0
-                        kw = dict(input_ids=b.input_ids.repeat(A, 1), attention_mask=b.attention_mask.repeat(A, 1),
-                                  use_cache=False)
-                        if keep:
-                            kw["logits_to_keep"] = b.keep_pos
                         with start_at_layer(model, layer, hidden.repeat(A, 1, 1)), \
                                 head_mask(model, layer, mask.view(A * B, -1), mixer.kind):
-                            logits = model(**kw).logits
-                        lp = batch_choice_logprobs(logits.view(A, B, *logits.shape[1:]), b)  # (A, E, C)
+                            if head.can_gather:  # each row's LM head at its own scored positions
+                                lp = gathered_choice_logprobs(scored_logits(model, b, head, keep, A), b)
+                            else:
+                                kw = dict(input_ids=b.input_ids.repeat(A, 1),
+                                          attention_mask=b.attention_mask.repeat(A, 1), use_cache=False)
+                                if keep:
+                                    kw["logits_to_keep"] = b.keep_pos
+                                logits = model(**kw).logits
+                                lp = batch_choice_logprobs(logits.view(A, B, *logits.shape[1:]), b)  # (A, E, C)
                         _tally(totals, mixer, chunk, lp.cpu(), answers.cpu())
     rows = [dict(layer=l, kind=k, head=h, accuracy=c / len(encoded), answer_logprob=s / len(encoded))
             for (l, k, h), (c, s) in totals.items()]
@@ -176,7 +179,8 @@ def scan(model: nn.Module, encoded: EncodedProbe, method: str = "exact", batch_s
          **atp) -> tuple[pd.DataFrame, dict]:
     """``(ranking, guard)`` by ``method``: ``exact`` is :func:`scan_heads` (the paper's ranking);
     ``atp`` and ``atp+exact`` are :func:`gna.attribution_scan.attribution_ranking`, which takes
-    ``atp`` (candidates, guard_sample, guard_k, atp_score, graddrop, seed; ``exact`` ignores them)."""
+    ``atp`` (candidates, guard_sample, guard_k, guard_level, atp_score, graddrop, ig_steps, seed; ``exact`` ignores
+    them)."""
     if method not in METHODS:
         raise ConfigError(f"scan.method = {method!r}: expected one of {', '.join(METHODS)}")
     common = dict(batch_size=batch_size, max_rows=max_rows, kinds=kinds, layers=layers, model_name=model_name,

@@ -21,7 +21,7 @@ rule head_scan:
         threshold=config["scan"]["threshold"],
         probe_check=config["scan"]["probe_check"],
         method=config["scan"]["method"],
-        atp={k: config["scan"][k] for k in ("candidates", "guard_sample", "guard_k", "atp_score")}
+        atp={k: config["scan"][k] for k in ("candidates", "guard_sample", "guard_k", "guard_level", "atp_score")}
         | {"graddrop": config["scan"]["atp_graddrop"], "seed": config["kv_probe"]["seed"]},
     threads: THREADS
     resources:

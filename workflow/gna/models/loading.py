@@ -140,6 +140,11 @@ def _load_model(spec: ModelSpec, with_tokenizer: bool):
     local = _local_config(spec.path) if Path(spec.path).is_dir() else None
     # A hub id's config decides the loader too (a Llamba id goes to the Llamba loader).
     raw = local if local is not None else _hub_config(spec)
+    if raw is not None:  # before any weight is read: no silent PyTorch SSM scan on a GPU
+        from .ssm_kernels import require_fused_kernels
+
+        mtype = "llamba" if spec.family == "llamba" or llamba.is_llamba_config(raw) else raw.get("model_type")
+        require_fused_kernels(mtype, spec.device, f"model {_config_key(spec.path) or spec.path}")
     if raw is not None and raw.get("model_type") == "gna_hybrid":
         from . import hybrid_student  # noqa: F401  registers the retrieval-guided hybrid students
         model = AutoModelForCausalLM.from_pretrained(spec.path, **kwargs)

@@ -54,6 +54,20 @@ class Hardware:
     """lm-eval task building (datasets from the cache, prompts): per task."""
     padding_waste: float = 1.25
     """Padded tokens per real token in length-sorted batches."""
+    probe_padding_waste: float = 1.04
+    """Padded tokens per real token in a KV probe's batches (prompts of near-equal length: 1.04
+    measured on 32-prompt batches of the paper-format probe at 20 pairs with Llama-3's tokenizer)."""
+    atp_forward_multiple: float = 2.5
+    """Cost of AtP's forward + backward per prompt, in forwards of the same prompt (1.7-2.9 measured on
+    Llama-3.2-3B / 3.1-8B slices in bf16 on a CPU; ``benchmarks/scan_real_width.py --methods atp``
+    prints it as ``after_in_forwards``; GradDrop adds one backward, ~1.5 forwards, per layer)."""
+    pytorch_ssm_memory_factor: float = 3.5
+    """Activation memory of an SSM layer on the pure-PyTorch scan over the fused kernels' (one Llamba
+    layer at 256 rows: 10.3 GB against 2.9 GB); a job refuses that path on a GPU unless
+    GNA_FUSED_KERNELS=0 (gna.models.ssm_kernels)."""
+    pytorch_ssm_time_factor: float = 5.0
+    """Time of an SSM forward on the pure-PyTorch scan over the fused kernels' (a floor: the chunked
+    scan's materialised tensors and many small kernels; not measured here, no GPU)."""
     act_factor: float = 4.0
     """Live copies of the widest activation in a no-grad forward (residual, normed, MLP halves)."""
     train_bytes_per_param: float = 18.0
@@ -267,43 +281,65 @@ def eval_tasks(hw: Hardware, info: ModelInfo, tasks, eval_cfg: dict, layers: flo
     return secs, peak
 
 
+def guard_draws(guard_sample: int, guard_level: float | None) -> int:
+    """Heads the atp+exact guard ablates when none beats its bar: ``guard_sample``, or with a
+    ``guard_level`` enough that the one-sided 95% bound on the share that would is at most the level
+    (gna.attribution_scan; more when some do)."""
+    if guard_level is None:
+        return guard_sample
+    return max(guard_sample, math.ceil(math.log(0.05) / math.log(1 - guard_level)))
+
+
+SCORED_POSITIONS = 2
+"""Scored positions per probe row: one per one-token choice, two where the tokenizer splits " 42"
+into " " and "42" (Llama-3) and the shared " " is scored too (gna.probes.scoring)."""
+
+
 def head_scan(hw: Hardware, info: ModelInfo, n_examples: int, n_pairs: int, batch_size: int = 32,
               max_rows: int = 256, classify_top: int = 10, classify_examples: int = 20,
               kinds=None, tokens: int | None = None, method: str = "exact", candidates: int = 16,
               guard_sample: int = 8, graddrop: bool = False) -> tuple[float, float]:
-    """gna.scan.scan_heads: per batch, the residual entering every layer from one forward, then every
-    head's ablation as rows of ``max_rows``-row forwards through the remaining layers only
-    (logits at the answer position only); then the G&A classification of the top heads.
+    """(seconds, peak bytes) of gna.scan.scan / gna.attribution_scan, term by term as the code computes:
 
-    ``method`` atp / atp+exact (gna.attribution_scan): one forward and one backward (~2 forwards;
-    GradDrop: one backward per layer) per prompt, then the exact scan of ``candidates`` +
-    ``guard_sample`` heads only (atp+exact), taken as spread over the layers as all heads are."""
+    - baseline: one forward per prompt, the LM head at each row's scored positions only (gathered
+      before the head, float32: gna.probes.scoring.ScoredHead);
+    - exact rows: per batch, the residual entering every layer from one forward (``captured``), then
+      per head ablated one row per prompt through the layers from the head's own on, and the LM head
+      at that row's scored positions (``SCORED_POSITIONS``), ``max_rows`` rows per forward;
+    - atp / atp+exact: AtP's forward + backward, ``atp_forward_multiple`` forwards per prompt (GradDrop:
+      one more backward per layer), then the exact rows of ``candidates`` + ``guard_sample`` heads only,
+      taken as spread over the layers as all heads are;
+    - the G&A classification of the top heads (eager attention, one forward per head and example).
+    Padding: ``probe_padding_waste``. Peak: the larger of the exact rows' forward and AtP's backward,
+    each with the float32 copy of a low-precision head and its gathered logits."""
     T = tokens or probe_tokens(n_pairs)
+    Tp = T * hw.probe_padding_waste
     r = rate(hw, info)
-    per_layer = info.flops_per_token(T, logits=False) / info.n_layers
+    body = info.flops_per_token(T, logits=False)
+    per_layer = body / info.n_layers
+    head = 2.0 * info.hidden * info.vocab * SCORED_POSITIONS   # one row's LM head, gathered
     n_heads = sum(h for (_, kind, h) in info.heads_by_layer if not kinds or kind in kinds)
     share = {"exact": 1.0, "atp": 0.0}.get(method, min(1.0, (candidates + guard_sample) / max(1, n_heads)))
-    flops = 0.0
-    for (layer, kind, h) in info.heads_by_layer:
-        if kinds and kind not in kinds or not share:
-            continue
-        remaining = info.n_layers - layer
-        flops += share * h * n_examples * T * hw.padding_waste * remaining * per_layer
+    flops = n_examples * (Tp * body + head)  # the baseline
     if share:
-        flops += n_examples * T * info.flops_per_token(T, logits=False)  # the captured residuals
-    flops += n_examples * T * info.flops_per_token(T)  # the baseline
-    backward = 2 * (info.n_layers if graddrop else 1)
+        flops += n_examples * Tp * body  # the captured residuals
+        for (layer, kind, h) in info.heads_by_layer:
+            if not kinds or kind in kinds:
+                flops += share * h * n_examples * (Tp * (info.n_layers - layer) * per_layer + head)
     if method != "exact":
-        flops += n_examples * T * hw.padding_waste * info.flops_per_token(T) * (1 + backward)
+        multiple = hw.atp_forward_multiple + (1.5 * info.n_layers if graddrop else 0.0)
+        flops += multiple * n_examples * (Tp * body + head)
     secs = flops / r
     # classification: eager attention / pattern reads, one forward per head and example
     secs += classify_top * classify_examples * T * info.flops_per_token(T) / (r * 0.2)
     rows = max(batch_size, (max_rows // batch_size) * batch_size)
-    peak = forward_peak_bytes(hw, info, rows, T, logit_positions=1) + fp32_head_bytes(info)
-    peak += info.hidden * rows * T * info.dtype_bytes  # a layer's captured residual repeated per ablation
-    peak += info.hidden * batch_size * T * info.dtype_bytes * info.n_layers  # every layer's, one batch
+    logits = 2 * SCORED_POSITIONS * info.vocab * 4.0        # per row: fp32 logits and their log-softmax
+    peak = (forward_peak_bytes(hw, info, rows, T, logit_positions=0) + fp32_head_bytes(info) + rows * logits
+            + info.hidden * rows * T * info.dtype_bytes  # a layer's captured residual repeated per ablation
+            + info.hidden * batch_size * T * info.dtype_bytes * info.n_layers)  # every layer's, one batch
     if method != "exact":  # the backward keeps a batch's activations, as training does (no optimizer state)
-        peak = max(peak, forward_peak_bytes(hw, info, batch_size, T, logit_positions=1)
+        peak = max(peak, forward_peak_bytes(hw, info, batch_size, T, logit_positions=0) + fp32_head_bytes(info)
+                   + batch_size * logits * 1.5
                    + hw.train_act_per_layer * batch_size * T * info.hidden * info.n_layers)
     att = info.attention[0] if info.attention else None
     if att and classify_top:  # eager attention for the patterns: heads x T^2 per example (fp32)
@@ -320,10 +356,10 @@ def heldout_perplexity(hw: Hardware, info: ModelInfo, rows: int, tokens: int,
                        positions_per_chunk: int = 1024) -> float:
     """Peak bytes of gna.experiments.distill_data.heldout_perplexity on a rows x tokens batch: one
     forward whose head projects the last position only, the head's input kept (rows x tokens x
-    hidden), then per chunk of positions the head's output in the model's dtype, its float32
-    recomputation (a low-precision head) and the log-softmax (float32)."""
+    hidden), then per chunk of positions the head's float32 output (gna.probes.scoring.fp32_logits
+    computes it from float32 weights, once) and its log-softmax (float32)."""
     chunk = min(positions_per_chunk, rows * tokens)
-    per_logit = info.dtype_bytes + 4 + (4 if info.dtype_bytes < 4 else 0)
+    per_logit = 4 + 4
     return (forward_peak_bytes(hw, info, rows, tokens, logit_positions=1)
             + rows * tokens * info.hidden * info.dtype_bytes
             + chunk * info.vocab * per_logit + fp32_head_bytes(info))

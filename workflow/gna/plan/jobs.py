@@ -176,7 +176,8 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
         secs, peak = E.head_scan(hw, info, int(cfg["kv_probe"]["n_examples"]), int(sc["n_pairs"]),
                                  int(sc["batch_size"]), int(sc["max_rows"]),
                                  int(sc["classify_top"]), int(sc["classify_examples"]), method=sc["method"],
-                                 candidates=int(sc["candidates"]), guard_sample=int(sc["guard_sample"]),
+                                 candidates=int(sc["candidates"]),
+                                 guard_sample=E.guard_draws(int(sc["guard_sample"]), sc.get("guard_level")),
                                  graddrop=bool(sc["atp_graddrop"]))
         return Estimate(gpu_gb=peak / GB, host_gb=E.host_gb(hw, info),
                         hours=(secs + E.load_seconds(hw, info)) / 3600)
@@ -369,6 +370,11 @@ def write(rows: list[Row], md_path, csv_path, profile: dict | None = None, hw: H
                      f"{d['max_job_hours']:.2f} | {d['gpu_hours']:,.1f} |" if d["gpu"] else
                      f"| {d['rule']} | {d['jobs']} | 0 | (CPU) | {d['host_gb']:.1f} | {d['max_job_hours']:.2f} | 0 |")
     lines.append(f"| **total** | {len(rows)} | | | | | **{total:,.0f}** |")
+    lines += ["", f"SSM jobs (Mamba, Mamba-2, Zamba2, Llamba, the hybrids) are counted with their fused kernels "
+                  f"(mamba-ssm, causal-conv1d). Without them a GPU job stops at start; with "
+                  f"`GNA_FUSED_KERNELS=0` it runs the PyTorch scan: about {hw.pytorch_ssm_memory_factor:g}x "
+                  f"the activation memory and at least {hw.pytorch_ssm_time_factor:g}x the time of those rows "
+                  f"(`Hardware.pytorch_ssm_*`)."]
     if profile is not None:
         bad = check_profile(rows, profile)
         lines += ["", "## Against profiles/slurm", ""]

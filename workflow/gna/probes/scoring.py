@@ -4,6 +4,9 @@
     iter_batches(encoded, batch_size) -> ProbeBatch  padded tensors + where to read the scores
     batch_choice_logprobs(logits, batch)             (E, C) summed log-probs of a batch's choices
 
+While :func:`fp32_logits` is active, ``with head.gather(batch)`` makes the LM head project only
+the positions each row's scores read (:func:`gathered_choice_logprobs` reads those logits).
+
 ``score`` chains them with the model's forward. A head-ablation scan reuses the middle layers
 with its own forward (many ablations of one batch at once: logits with leading dims).
 
@@ -210,28 +213,107 @@ def accepts_logits_to_keep(model) -> bool:
     return type(model).__module__.startswith("transformers.") and hasattr(model, "lm_head")
 
 
+class ScoredHead:
+    """The LM head while :func:`fp32_logits` is active: float32 logits from float32 inputs and
+    weights, computed once (the module's own low-precision product is never computed).
+
+    Inside ``with head.gather(batch):`` the head projects only the positions the batch's scores
+    read, each row at its own positions (``batch.score_rows``, ``batch.score_pos``): its input
+    ``(A * B, t, d)`` for A copies of the batch's B rows becomes ``(A, P, d)`` before the
+    product, so a model's ``.logits`` are ``(A, P, V)`` (read them with
+    :func:`gathered_choice_logprobs`). ``logits_to_keep`` alone keeps the union of the batch's
+    positions for every row (U of them): U times the logits this computes.
+    """
+
+    def __init__(self, module: nn.Linear | None, weight: torch.Tensor | None, bias: torch.Tensor | None):
+        self.module, self.weight, self.bias = module, weight, bias
+        self.batch: ProbeBatch | None = None
+
+    @property
+    def can_gather(self) -> bool:
+        return self.module is not None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.batch is not None:
+            x = gather_scored(x, self.batch)
+        return F.linear(x.to(self.weight.dtype), self.weight, self.bias)
+
+    @contextmanager
+    def gather(self, batch: ProbeBatch):
+        """While inside, the head computes ``batch``'s scored positions only (see the class)."""
+        if not self.can_gather:
+            raise ProbeError("this model's LM head is not a Linear layer: its logits cannot be gathered")
+        self.batch = batch
+        try:
+            yield
+        finally:
+            self.batch = None
+
+
+def gather_scored(hidden: torch.Tensor, batch: ProbeBatch) -> torch.Tensor:
+    """The hidden states the batch's scores read: ``(A * B, t, d) -> (A, P, d)``; ``t`` is the
+    batch's length T or its kept positions (``logits_to_keep=batch.keep_pos``)."""
+    B, T = batch.input_ids.shape
+    R, t = hidden.shape[:2]
+    if R % B or t not in (T, len(batch.keep_pos)):
+        raise ProbeError(f"LM head input of shape {tuple(hidden.shape)} does not fit a batch of {B} rows x "
+                         f"{T} positions ({len(batch.keep_pos)} kept)")
+    pos = batch.score_pos if t == T else batch.score_kept
+    return hidden.view(R // B, B, t, -1)[:, batch.score_rows, pos]
+
+
+def scored_logits(model: nn.Module, b: ProbeBatch, head: ScoredHead, keep: bool, copies: int = 1,
+                  **kwargs) -> torch.Tensor:
+    """``model``'s logits at the scored positions of ``copies`` copies of batch ``b`` ``(A, P, V)``
+    (the head gathers; ``keep``: the model also takes ``logits_to_keep``). ``kwargs`` go to the model."""
+    kw = dict(input_ids=b.input_ids.repeat(copies, 1), attention_mask=b.attention_mask.repeat(copies, 1),
+              use_cache=False, **kwargs)
+    if keep:
+        kw["logits_to_keep"] = b.keep_pos
+    with head.gather(b):
+        return model(**kw).logits
+
+
+def gathered_choice_logprobs(logits: torch.Tensor, batch: ProbeBatch) -> torch.Tensor:
+    """Summed log-probs of every choice from gathered logits ``(A, P, V)`` (:meth:`ScoredHead.gather`)
+    -> ``(A, E, C)`` float64; log_softmax in float32."""
+    if logits.dim() != 3 or logits.shape[1] != len(batch.score_rows):
+        raise ProbeError(f"gathered logits of shape {tuple(logits.shape)}: expected (copies, "
+                         f"{len(batch.score_rows)} scored positions, vocabulary)")
+    lp = logits.float().log_softmax(-1)
+    vals = lp[:, batch.target_index, batch.target_token].double()  # (A, K)
+    E, C = len(batch.examples), batch.n_choices
+    out = vals.new_zeros(vals.shape[0], E * C).index_add_(1, batch.target_slot, vals)
+    return out.view(-1, E, C)
+
+
 @contextmanager
-def fp32_logits(model: nn.Module):
+def fp32_logits(model: nn.Module) -> Iterator[ScoredHead]:
     """While inside, the model's LM head outputs float32 logits computed from float32 inputs and
-    weights. A bf16 head rounds logits of ~10 to steps of 1/16, more than the log-prob differences
-    a head ranking reads; the body's own bf16 rounding stays (that is the model's precision).
-    The fp32 copy of the head's weight (vocab x hidden x 4 bytes) is made once per context. A
-    float32 head, or a model without a Linear head, is left alone."""
+    weights, and nothing else: the module's own low-precision product is replaced, not followed.
+    A bf16 head rounds logits of ~10 to steps of 1/16, more than the log-prob differences a head
+    ranking reads; the body's own bf16 rounding stays (that is the model's precision). The fp32
+    copy of the head's weight (vocab x hidden x 4 bytes) is made once per context; a float32 head
+    uses its own weight. Yields the :class:`ScoredHead` (``.gather(batch)``: scored positions only).
+    A model without a Linear head is left alone (the head cannot gather)."""
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if not isinstance(head, nn.Linear) or head.weight.dtype == torch.float32:
-        yield
+    if not isinstance(head, nn.Linear):
+        yield ScoredHead(None, None, None)
         return
-    weight = head.weight.float()
+    fp32 = head.weight.dtype == torch.float32
+    weight = head.weight if fp32 else head.weight.float()
     bias = None if head.bias is None else head.bias.float()
-
-    def recompute(module, args, out):  # (..., hidden) -> (..., vocab) float32
-        return F.linear(args[0].float(), weight, bias)
-
-    handle = head.register_forward_hook(recompute)
+    scored = ScoredHead(head, weight, bias)
+    had_own = "forward" in vars(head)
+    previous = vars(head).get("forward")
+    head.forward = scored.forward
     try:
-        yield
+        yield scored
     finally:
-        handle.remove()
+        if had_own:
+            head.forward = previous
+        else:
+            del head.forward
 
 
 def score(model, tokenizer_or_encoded, examples=None, batch_size: int = 32,
@@ -255,17 +337,17 @@ def score(model, tokenizer_or_encoded, examples=None, batch_size: int = 32,
     keep = forward is None and accepts_logits_to_keep(model)
     logprobs = torch.empty(len(enc), enc.n_choices, dtype=torch.float64)
     per = examples_per_batch(enc, batch_size)
-    with torch.no_grad(), fp32_logits(model):
+    with torch.no_grad(), fp32_logits(model) as head:
         for batch in tqdm(iter_batches(enc, batch_size), total=-(-len(enc) // per), disable=not progress,
                           desc=name, unit="batch"):
             b = batch.to(device)
             if forward is not None:
-                logits = forward(b.input_ids, b.attention_mask)
-            elif keep:
-                logits = model(input_ids=b.input_ids, attention_mask=b.attention_mask, logits_to_keep=b.keep_pos).logits
+                lp = batch_choice_logprobs(forward(b.input_ids, b.attention_mask), b)
+            elif head.can_gather:
+                lp = gathered_choice_logprobs(scored_logits(model, b, head, keep), b)[0]
             else:
-                logits = model(input_ids=b.input_ids, attention_mask=b.attention_mask).logits
-            logprobs[batch.examples] = batch_choice_logprobs(logits, b).cpu()
+                lp = batch_choice_logprobs(model(input_ids=b.input_ids, attention_mask=b.attention_mask).logits, b)
+            logprobs[batch.examples] = lp.cpu()
     correct = logprobs.argmax(-1) == enc.answers
     return ProbeScore(logprobs=logprobs, answers=enc.answers, correct=correct,
                       accuracy=correct.double().mean().item(), ids=enc.ids)

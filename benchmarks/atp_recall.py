@@ -1,0 +1,190 @@
+"""Recall of the exact head ranking against the number of heads ablated, per fast-scan estimator.
+
+For every model (the fast scan's validation models, >= 128 heads each, and the micro models), on a
+compact KV probe: the exact scan (every head ablated alone: the ground truth), then each estimator's
+order of the heads. ``atp+exact`` ablates an estimator's top ``m`` heads exactly; a head of the exact
+top-k is found iff it is among them, so recall@k at budget m = |exact top-k ∩ estimator's top m| / k.
+"recall@10 beyond noise" counts only the exact top-10's heads whose accuracy drop exceeds the probe's
+noise (``NOISE_Z`` standard errors of a difference of two accuracies on n prompts, taken unpaired,
+which overstates the paired error: a conservative bar).
+
+Estimators (gna.attribution.atp_scan): ``atp`` (margin score, mean |per-example estimate|: the
+shipped default), ``atp-logprob`` (the correct choice's log-prob), ``graddrop`` (AtP*'s GradDrop),
+``ig4`` (integrated gradients along the joint ablation path, 4 steps, margin score).
+
+Writes ``<out>/curves.csv`` (model, estimator, budget, share, recall@5/@10/@20, recall@10 beyond
+noise), ``<out>/summary.md`` (per model and estimator: the budget that reaches recall@10 >= 0.9
+beyond noise, and recall at 15% of the heads) and ``<out>/atp_recall.png``. The exact rankings are
+cached in ``<out>/exact/<model>.csv`` (delete to recompute).
+
+    python benchmarks/atp_recall.py [--models val-llama val-zamba2 micro-llama ...] [--examples 200]
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from gna.attribution import atp_scan
+from gna.models import load_model
+from gna.probes.kv import generate_kv_probe
+from gna.probes.scoring import encode, score
+from gna.scan import _select, scan_heads
+
+ROOT = Path(__file__).resolve().parents[1]
+# model -> (probe pairs, adapter options). The micro models on the micro study's scan probe (8 pairs);
+# the validation models on a harder one (16 pairs), which spreads retrieval over more heads' drops.
+MODELS = {"val-llama": (16, {}), "val-zamba2": (16, {}), "micro-llama": (8, {}), "micro-mamba2": (8, {}),
+          "micro-zamba2": (8, {})}
+ESTIMATORS = {"atp": dict(score="margin"), "atp-logprob": dict(score="logprob"),
+              "graddrop": dict(score="margin", graddrop=True), "ig4": dict(score="margin", ig_steps=4)}
+KS = (5, 10, 20)
+NOISE_Z = 2.0
+TARGET_RECALL, TARGET_SHARE = 0.9, 0.15
+KEY = ["layer", "kind", "head"]
+
+
+def noise_bar(base_acc: float, acc: pd.Series, n: int) -> pd.Series:
+    """NOISE_Z x the unpaired standard error of ``base_acc - acc`` on ``n`` prompts (per head)."""
+    return NOISE_Z * ((base_acc * (1 - base_acc) + acc * (1 - acc)) / n) ** 0.5
+
+
+# The micro models' exact rankings on the micro study's probe, as the test suite holds them
+# (tests/test_fast_scan.py): reused rather than recomputed (micro-mamba2's took 17 min on a loaded CPU).
+RECORDED = ROOT / "tests" / "data" / "exact_rankings_before_gather.csv"
+
+
+def exact_ranking(name: str, model, enc, out: Path) -> pd.DataFrame:
+    path = out / "exact" / f"{name}.csv"
+    if path.is_file():
+        return pd.read_csv(path)
+    recorded = pd.read_csv(RECORDED) if RECORDED.is_file() else None
+    if recorded is not None and name in set(recorded.model) and len(enc) == 200 and MODELS[name][0] == 8:
+        df = recorded[recorded.model == name].copy()
+        base = score(model, enc).accuracy
+        df["baseline_accuracy"], df["accuracy"], df["n_examples"] = base, base - df["drop"], len(enc)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        df.to_csv(path, index=False)
+        return df
+    t = time.perf_counter()
+    df = scan_heads(model, enc, model_name=name, progress=False)
+    df["seconds"] = time.perf_counter() - t
+    path.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(path, index=False)
+    return df
+
+
+def curves(exact: pd.DataFrame, order: list[tuple], n: int) -> list[dict]:
+    """Recall rows for every budget m = 1..heads, given an estimator's head order."""
+    ex = exact.sort_values("rank")
+    keys = [tuple(r) for r in ex[KEY].itertuples(index=False)]
+    beyond = (ex["drop"] > noise_bar(float(ex.baseline_accuracy.iloc[0]), ex["accuracy"], n)).tolist()
+    top10_noise = {k for k, b in zip(keys[:10], beyond[:10]) if b}
+    pos = {h: i for i, h in enumerate(order)}
+    rows = []
+    for m in range(1, len(order) + 1):
+        row = dict(budget=m, share=m / len(order))
+        for k in KS:
+            kk = min(k, len(keys))
+            row[f"recall@{k}"] = sum(pos[h] < m for h in keys[:kk]) / kk
+        row["recall@10_noise"] = (sum(pos[h] < m for h in top10_noise) / len(top10_noise)
+                                  if top10_noise else float("nan"))
+        row["n_top10_beyond_noise"] = len(top10_noise)
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", nargs="+", default=list(MODELS))
+    ap.add_argument("--estimators", nargs="+", default=list(ESTIMATORS))
+    ap.add_argument("--examples", type=int, default=200)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "atp_recall")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    args.out.mkdir(parents=True, exist_ok=True)
+    all_rows, info = [], []   # earlier runs' other models are kept: one table for every model
+    if (args.out / "curves.csv").is_file() and (args.out / "models.csv").is_file():
+        all_rows = [r for r in pd.read_csv(args.out / "curves.csv").to_dict("records") if r["model"] not in args.models]
+        info = [r for r in pd.read_csv(args.out / "models.csv").to_dict("records") if r["model"] not in args.models]
+    for name in args.models:
+        pairs, opts = MODELS[name]
+        path = ROOT / "data" / "models" / name
+        if not path.is_dir():
+            print(f"{name}: {path} missing, skipped", flush=True)
+            continue
+        model, tok = load_model({"path": str(path), "adapter_options": opts})
+        enc = encode(generate_kv_probe(pairs, args.examples, 0, separator=" ", fmt="compact"), tok)
+        exact = exact_ranking(name, model, enc, args.out)
+        base = float(exact.baseline_accuracy.iloc[0])
+        bar = noise_bar(base, exact["accuracy"], len(enc))
+        n_beyond = int((exact["drop"] > bar).sum())
+        info.append(dict(model=name, heads=len(exact), pairs=pairs, examples=len(enc), baseline=base,
+                         chance=1 / pairs, heads_beyond_noise=n_beyond, exact_s=float(exact["seconds"].iloc[0])
+                         if "seconds" in exact else float("nan")))
+        print(f"{name}: {len(exact)} heads, baseline {base:.3f} (chance {1 / pairs:.3f}), "
+              f"{n_beyond} heads beyond noise", flush=True)
+        mixers = _select(model)
+        for est_name in args.estimators:
+            t = time.perf_counter()
+            est = atp_scan(model, enc, mixers, progress=False, **ESTIMATORS[est_name])
+            secs = time.perf_counter() - t
+            est = est.sort_values(["atp_magnitude", "layer", "kind", "head"], ascending=[False, True, True, True])
+            order = [tuple(r) for r in est[KEY].itertuples(index=False)]
+            for row in curves(exact, order, len(enc)):
+                all_rows.append(dict(model=name, estimator=est_name, estimator_s=secs, **row))
+            print(f"  {est_name}: {secs:.0f} s", flush=True)
+        pd.DataFrame(all_rows).to_csv(args.out / "curves.csv", index=False, float_format="%.4g")
+        pd.DataFrame(info).to_csv(args.out / "models.csv", index=False, float_format="%.4g")
+    write_summary(pd.DataFrame(all_rows), pd.DataFrame(info), args.out)
+
+
+def write_summary(df: pd.DataFrame, info: pd.DataFrame, out: Path) -> None:
+    lines = ["| model | heads | baseline (chance) | heads beyond noise | top-10 beyond noise | estimator | "
+             "heads ablated for recall@10 >= 0.9 (beyond noise) | recall@10 beyond noise at 15% | "
+             "recall@5 / @10 / @20 at 15% |", "|---|---|---|---|---|---|---|---|---|"]
+    for (model, est), g in df.groupby(["model", "estimator"], sort=False):
+        i = info.set_index("model").loc[model]
+        at = g[g.share <= TARGET_SHARE + 1e-9].iloc[-1] if (g.share <= TARGET_SHARE + 1e-9).any() else None
+        hit = g[g["recall@10_noise"] >= TARGET_RECALL]
+        need = "n/a" if g["recall@10_noise"].isna().all() else \
+            (f"{int(hit.budget.iloc[0])} ({hit.share.iloc[0]:.0%})" if len(hit) else "never")
+        r15 = "n/a" if at is None else f"{at['recall@10_noise']:.2f} ({int(at.budget)} heads)"
+        rk = "n/a" if at is None else " / ".join(f"{at[f'recall@{k}']:.2f}" for k in KS)
+        lines.append(f"| {model} | {int(i.heads)} | {i.baseline:.3f} ({i.chance:.3f}) | {int(i.heads_beyond_noise)} | "
+                     f"{int(g['n_top10_beyond_noise'].iloc[0])} | {est} | {need} | {r15} | {rk} |")
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    plot(df, out / "atp_recall.png")
+
+
+def plot(df: pd.DataFrame, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(dict.fromkeys(df.model))
+    fig, axes = plt.subplots(1, len(models), figsize=(3.2 * len(models), 3.0), squeeze=False, sharey=True)
+    for ax, model in zip(axes[0], models):
+        for est, g in df[df.model == model].groupby("estimator", sort=False):
+            y = g["recall@10_noise"] if not g["recall@10_noise"].isna().all() else g["recall@10"]
+            ax.plot(g.share * 100, y, label=est)
+        ax.axvline(TARGET_SHARE * 100, color="grey", ls=":")
+        ax.axhline(TARGET_RECALL, color="grey", ls=":")
+        ax.set_title(model, fontsize=9)
+        ax.set_xlabel("heads ablated (%)")
+        ax.set_xlim(0, 60)
+    axes[0][0].set_ylabel("recall@10 (beyond noise)")
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main()
