@@ -14,7 +14,7 @@ shipped default), ``atp-logprob`` (the correct choice's log-prob), ``graddrop`` 
 
 Writes ``<out>/curves.csv`` (model, estimator, budget, share, recall@5/@10/@20, recall@10 beyond
 noise), ``<out>/summary.md`` (per model and estimator: the budget that reaches recall@10 >= 0.9
-beyond noise, and recall at 15% of the heads) and ``<out>/atp_recall.png``. The exact rankings are
+beyond noise, and recall at 15% of the heads) and ``docs/img/atp_recall.png`` (``--figure``). The exact rankings are
 cached in ``<out>/exact/<model>.csv`` (delete to recompute).
 
     python benchmarks/atp_recall.py [--models val-llama val-zamba2 micro-llama ...] [--examples 200]
@@ -105,6 +105,8 @@ def main() -> None:
     ap.add_argument("--examples", type=int, default=200)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "atp_recall")
+    ap.add_argument("--figure", type=Path, default=ROOT / "docs" / "img" / "atp_recall.png",
+                    help="the recall curves (default: the manual's copy, shown on its fast-scan page)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -141,10 +143,10 @@ def main() -> None:
             print(f"  {est_name}: {secs:.0f} s", flush=True)
         pd.DataFrame(all_rows).to_csv(args.out / "curves.csv", index=False, float_format="%.4g")
         pd.DataFrame(info).to_csv(args.out / "models.csv", index=False, float_format="%.4g")
-    write_summary(pd.DataFrame(all_rows), pd.DataFrame(info), args.out)
+    write_summary(pd.DataFrame(all_rows), pd.DataFrame(info), args.out, args.figure)
 
 
-def write_summary(df: pd.DataFrame, info: pd.DataFrame, out: Path) -> None:
+def write_summary(df: pd.DataFrame, info: pd.DataFrame, out: Path, figure: Path) -> None:
     lines = ["| model | heads | baseline (chance) | heads beyond noise | top-10 beyond noise | estimator | "
              "heads ablated for recall@10 >= 0.9 (beyond noise) | recall@10 beyond noise at 15% | "
              "recall@5 / @10 / @20 at 15% |", "|---|---|---|---|---|---|---|---|---|"]
@@ -160,7 +162,7 @@ def write_summary(df: pd.DataFrame, info: pd.DataFrame, out: Path) -> None:
                      f"{int(g['n_top10_beyond_noise'].iloc[0])} | {est} | {need} | {r15} | {rk} |")
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    plot(df, out / "atp_recall.png")
+    plot(df, figure)
 
 
 def plot(df: pd.DataFrame, path: Path) -> None:
