@@ -20,8 +20,8 @@ from .errors import ConfigError, HeadIndexError
 from .interventions import ablate_heads, capture_layer_inputs, head_mask, start_at_layer
 from .models import adapter_for
 from .models.description import Mixer
-from .probes.scoring import (EncodedProbe, ProbeScore, accepts_logits_to_keep, batch_choice_logprobs, fp32_logits,
-                             gathered_choice_logprobs, iter_batches, score, scored_logits)
+from .probes.scoring import (EncodedProbe, ProbeScore, accepts_logits_to_keep, copies_choice_logprobs, fp32_logits,
+                             iter_batches, score)
 
 # Log-prob drops closer than this are ties: the model's own rounding carried through its layers.
 # bf16 keeps 8 significant bits (2^-8 ~ 0.004 relative): micro-llama's bf16 scan moves heads' drops
@@ -127,15 +127,7 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
                         mask[torch.arange(A), :, torch.tensor(chunk)] = 0
                         with start_at_layer(model, layer, hidden.repeat(A, 1, 1)), \
                                 head_mask(model, layer, mask.view(A * B, -1), mixer.kind):
-                            if head.can_gather:  # each row's LM head at its own scored positions
-                                lp = gathered_choice_logprobs(scored_logits(model, b, head, keep, A), b)
-                            else:
-                                kw = dict(input_ids=b.input_ids.repeat(A, 1),
-                                          attention_mask=b.attention_mask.repeat(A, 1), use_cache=False)
-                                if keep:
-                                    kw["logits_to_keep"] = b.keep_pos
-                                logits = model(**kw).logits
-                                lp = batch_choice_logprobs(logits.view(A, B, *logits.shape[1:]), b)  # (A, E, C)
+                            lp = copies_choice_logprobs(model, b, head, keep, A)  # (A, E, C)
                         _tally(totals, mixer, chunk, lp.cpu(), answers.cpu())
     rows = [dict(layer=l, kind=k, head=h, accuracy=c / len(encoded), answer_logprob=s / len(encoded))
             for (l, k, h), (c, s) in totals.items()]

@@ -287,6 +287,22 @@ def gathered_choice_logprobs(logits: torch.Tensor, batch: ProbeBatch) -> torch.T
     return out.view(-1, E, C)
 
 
+def copies_choice_logprobs(model: nn.Module, b: ProbeBatch, head: ScoredHead, keep: bool,
+                           copies: int = 1) -> torch.Tensor:
+    """Choice log-probs ``(A, E, C)`` of ``copies`` copies of batch ``b`` (an intervention inside
+    tells the copies apart): the LM head at each row's scored positions where ``head`` can gather,
+    else the model's logits (``logits_to_keep`` where it takes it). Every repeated-forward loop
+    (the head scan, ablated head sets, patched paths) scores through here."""
+    if head.can_gather:
+        return gathered_choice_logprobs(scored_logits(model, b, head, keep, copies), b)
+    kw = dict(input_ids=b.input_ids.repeat(copies, 1), attention_mask=b.attention_mask.repeat(copies, 1),
+              use_cache=False)
+    if keep:
+        kw["logits_to_keep"] = b.keep_pos
+    logits = model(**kw).logits
+    return batch_choice_logprobs(logits.view(copies, b.input_ids.shape[0], *logits.shape[1:]), b)
+
+
 @contextmanager
 def fp32_logits(model: nn.Module) -> Iterator[ScoredHead]:
     """While inside, the model's LM head outputs float32 logits computed from float32 inputs and

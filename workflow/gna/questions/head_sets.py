@@ -15,7 +15,7 @@ from torch import nn
 from ..errors import HeadIndexError
 from ..interventions import capture_layer_inputs, head_mask, start_at_layer
 from ..models import adapter_for
-from ..probes.scoring import (EncodedProbe, ProbeScore, accepts_logits_to_keep, batch_choice_logprobs, fp32_logits,
+from ..probes.scoring import (EncodedProbe, ProbeScore, accepts_logits_to_keep, copies_choice_logprobs, fp32_logits,
                               iter_batches, score)
 
 Head = tuple  # (layer, head, kind)
@@ -62,7 +62,7 @@ def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: d
     base = (score(model, encoded, batch_size=batch_size) if baseline is None else baseline).logprobs
     keep = accepts_logits_to_keep(model)
     totals = torch.zeros(n_items, 3, dtype=torch.float64)
-    with fp32_logits(model):
+    with fp32_logits(model) as head:
         for b in iter_batches(encoded, batch_size):
             b = b.to(device)
             answers = encoded.answers[b.examples.cpu()]
@@ -77,16 +77,11 @@ def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: d
                 for c in range(0, len(todo), per):
                     chunk = todo[c:c + per]
                     A = len(chunk)
-                    kw = dict(input_ids=b.input_ids.repeat(A, 1), attention_mask=b.attention_mask.repeat(A, 1),
-                              use_cache=False)
-                    if keep:
-                        kw["logits_to_keep"] = b.keep_pos
                     x = hidden.repeat(A, 1, 1)
                     with ExitStack() as stack:
                         stack.enter_context(start_at_layer(model, start, x))
                         intervene(stack, state, start, chunk, x)
-                        logits = model(**kw).logits
-                    lp = batch_choice_logprobs(logits.view(A, B, *logits.shape[1:]), b).cpu()  # (A, E, C)
+                        lp = copies_choice_logprobs(model, b, head, keep, A).cpu()  # (A, E, C)
                     totals[chunk, 0] += lp.argmax(-1).eq(answers).double().sum(-1)
                     totals[chunk, 1] += lp.gather(2, answers.expand(A, -1)[..., None]).squeeze(-1).sum(-1)
                     totals[chunk, 2] += margins(lp, answers).sum(-1)
