@@ -31,13 +31,22 @@ def test_batched_study_makes_the_same_files_in_fewer_jobs(tmp_path):
     batched, single = summary(), summary(one)
     assert set(batched) == set(single)
     moved = {f: r for f, r in batched.items() if r != single[f]}
-    assert {single[f] for f in moved} >= {"gradual_pruning", "individual_pruning", "topk_removal", "kv_pairs"}
+    assert {single[f] for f in moved} >= {"gradual_pruning", "individual_pruning", "topk_removal", "kv_pairs",
+                                          "distill_stage", "evaluate_hybrid", "head_scan", "head_pairs"}
     assert all(r.startswith("batch_") for r in moved.values())
     assert not any(r.startswith("batch_") for r in single.values())
-    assert "evaluate_hybrid" in batched.values()   # each waits for its own student: not batched
-    # one batch job per rule and model: gradual pruning of micro-llama's 6 depths in one
-    llama = {batched[f"results/pruning/micro-llama/gradual/depth{d}.csv"] for d in range(1, 7)}
-    assert len(llama) == 1
+    # one batch job per rule across models: gradual pruning of every model's depths in one
+    assert len({batched[f] for f in batched if "/gradual/depth" in f}) == 1
+    # a condition with several outputs moves whole: the scan's ranking and G&A table in one job
+    assert batched["results/scan/micro-llama.ranking.csv"] == batched["results/scan/micro-llama.ga.csv"]
+    # a stage reads the one before it: stages 2 and 3 (and the two state sizes) never share a batch
+    stages = {f: r for f, r in batched.items() if "/stage" in f and single[f] == "distill_stage"}
+    by_stage = {(f.split("-s")[1].split("-")[0], f[-1]): r for f, r in stages.items()}
+    assert len(set(by_stage.values())) == len(by_stage) == 4
+    assert all(batched[f] == by_stage[(f.split("-s")[1].split("-")[0], f[-1])] for f in stages)
+    # a student's evaluation waits for the students of its own state size only
+    evals = {f: r for f, r in batched.items() if single[f] == "evaluate_hybrid"}
+    assert len(set(evals.values())) == 3   # the teacher; the state-16 students; the state-4 one
 
 
 def write_script(path: Path) -> str:
@@ -60,6 +69,14 @@ def test_each_condition_runs_its_rules_script_with_its_own_job(tmp_path):
     obj = condition_object(jobs[0], 2, {"seed": 0})
     assert list(obj.input) == ["m", "p1a", "p1b", "x"] and dict(obj.params) == {"value": 10}
     assert obj.config == {"seed": 0} and obj.wildcards.k == "1"
+
+
+def test_a_condition_sees_its_named_outputs():
+    """head_scan writes ``output.ranking`` and ``output.ga``: its script reads them by name."""
+    obj = condition_object({"rule": "r", "wildcards": {}, "params": {}, "input": [], "log": [],
+                            "output": ["a.ranking.csv", "a.ga.csv"], "output_names": {"ranking": 0, "ga": 1}}, 1, {})
+    assert obj.output.ranking == "a.ranking.csv" and obj.output.ga == "a.ga.csv" and list(obj.output) == [
+        "a.ranking.csv", "a.ga.csv"]
 
 
 def test_a_name_given_to_a_list_of_inputs_keeps_the_whole_list():

@@ -1,6 +1,6 @@
 """Several conditions of one rule in one process (rule ``batch``, workflow/rules/batch.smk).
 
-At micro scale a job's imports (torch, transformers, lm-eval: ~4 s) outweigh its work (~1-2 s).
+At micro scale a job's imports (torch, transformers, lm-eval: ~4-5 s) outweigh much of its work.
 The batch job runs the rule's own script once per condition, each with a stand-in for Snakemake's
 ``snakemake`` object holding that condition's params, input, output, log and wildcards, exactly as
 the rule's own job would get them. Each condition loads its model and seeds as its own job does,
@@ -14,25 +14,44 @@ import inspect
 import os
 import runpy
 from types import SimpleNamespace
+from typing import Callable
 
 
-def condition_batches(workflow, rule_names: list[str], candidates: list[str], size: int) -> list[tuple[str, list]]:
-    """[(rule, [condition outputs])]: for each rule, the ``candidates`` it makes, grouped by model
-    (and experiment) in chunks of ``size`` (0: one chunk per group; 1: no batches at all)."""
+def condition_batches(workflow, rule_keys: dict[str, Callable[[dict], tuple]], candidates: list[str],
+                      size: int) -> list[tuple[str, list]]:
+    """[(rule, [condition outputs])]: for each rule, the ``candidates`` it makes, grouped by
+    ``rule_keys[rule](wildcards)`` (conditions of one key share a job; a key must keep apart the
+    conditions one of which reads another's output) in chunks of ``size`` (0: one chunk per group;
+    1: no batches at all). A condition is named by its first output."""
+    from snakemake.io import apply_wildcards
+
     out = []
-    for name in rule_names if size != 1 else []:
+    for name, key in rule_keys.items() if size != 1 else []:
         rule = workflow.get_rule(name)
-        groups: dict[tuple, list[str]] = {}
-        for f in dict.fromkeys(c for c in candidates if rule.is_producer(c)):
-            wc = rule.get_wildcards(f)
-            groups.setdefault((wc.get("experiment"), wc.get("model")), []).append(f)
+        groups: dict[tuple, dict[str, None]] = {}
+        for c in dict.fromkeys(c for c in candidates if rule.is_producer(c)):
+            wc = rule.get_wildcards(c)
+            # a condition is named by its first output, whichever of its outputs a consumer lists
+            groups.setdefault(tuple(key(wc)), {})[apply_wildcards(str(rule.output[0]), wc)] = None
+        groups = {k: list(g) for k, g in groups.items()}
         for g in groups.values():
             out += [(name, g[i: i + (size or len(g))]) for i in range(0, len(g), size or len(g))]
     return out
 
 
+def batch_outputs(workflow, rule_name: str, jobs: list[dict]) -> list:
+    """Every output of the batch's conditions (``condition_job``'s), as the batch rule's outputs: a
+    rule whose output is a ``directory()`` makes directories in the batch too (Snakemake refuses a
+    directory where it expects a file)."""
+    from snakemake.io import directory, is_flagged
+
+    is_dir = any(is_flagged(f, "directory") for f in workflow.get_rule(rule_name).output)
+    return [directory(f) if is_dir else f for j in jobs for f in j["output"]]
+
+
 def condition_job(workflow, proxy, rule_name: str, output: str, threads: int, config: dict) -> dict:
-    """What rule ``rule_name``'s job for ``output`` would get, as plain data: wildcards, params (as
+    """What rule ``rule_name``'s job for ``output`` (one of its outputs) would get, as plain data:
+    wildcards, outputs (names kept), params (as
     Snakemake computes them: functions of the wildcards, and of input/output/threads where they ask;
     strings formatted with the wildcards), input (names kept), log, script. ``proxy``: the
     workflow's ``rules.<rule_name>``."""
@@ -48,7 +67,8 @@ def condition_job(workflow, proxy, rule_name: str, output: str, threads: int, co
         return ([apply_wildcards(str(x), wc) for x in v] if isinstance(v, (list, tuple))
                 else apply_wildcards(str(v), wc))
 
-    job = {"rule": rule_name, "wildcards": wc, "output": [output], "params": {},
+    job = {"rule": rule_name, "wildcards": wc, "output": [apply_wildcards(str(x), wc) for x in rule.output],
+           "output_names": {name: start for name, (start, _) in rule.output._names.items()}, "params": {},
            "log": [apply_wildcards(str(x), wc) for x in rule.log],
            "input": named_inputs(list(proxy.input), rule.input._names, files),
            "script": os.path.join(workflow.basedir, "workflow", "scripts", os.path.basename(rule.script))}
@@ -92,7 +112,10 @@ def condition_object(job: dict, threads: int, config: dict) -> SimpleNamespace:
         inputs.extend(value if isinstance(value, list) else [value])
         if name:
             inputs._set_name(name, start, len(inputs) if isinstance(value, list) else None)
-    return SimpleNamespace(rule=job["rule"], input=inputs, output=OutputFiles(job["output"]), log=Log(job["log"]),
+    outputs = OutputFiles(job["output"])
+    for name, index in job.get("output_names", {}).items():
+        outputs._set_name(name, index)
+    return SimpleNamespace(rule=job["rule"], input=inputs, output=outputs, log=Log(job["log"]),
                            params=Params(fromdict=job["params"]), wildcards=Wildcards(fromdict=job["wildcards"]),
                            threads=threads, config=config)
 

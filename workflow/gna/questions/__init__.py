@@ -7,5 +7,6 @@
 - :mod:`.formats`: one retrieval under several prompt formats on the same keys and values; per-format
   rankings, their rank correlations, format-sensitive heads and the ranking across formats.
 - :mod:`.stability`: a ranking repeated over probe seeds: rank spread and top-k overlap.
+- :mod:`.names`: the names of heads and head sets in the tables (torch-free, for the figures).
 - :mod:`.mohawk`: a ranking's top k as goombalab/mohawk's inputs (architecture YAML and head map).
 """

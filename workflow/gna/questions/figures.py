@@ -12,7 +12,7 @@ import pandas as pd  # noqa: E402
 
 from ..io import write_csv, write_text  # noqa: E402
 from ..report.common import markdown_table, read_csvs, save_figure, with_precision  # noqa: E402
-from .head_sets import set_name  # noqa: E402
+from .names import set_name  # noqa: E402
 
 ROLE_TAG = {"gather": "G", "aggregate": "A"}
 

@@ -17,8 +17,7 @@ from ..interventions import capture_layer_inputs, head_mask, start_at_layer
 from ..models import adapter_for
 from ..probes.scoring import (EncodedProbe, ProbeScore, accepts_logits_to_keep, copies_choice_logprobs, fp32_logits,
                               iter_batches, score)
-
-Head = tuple  # (layer, head, kind)
+from .names import Head, set_name  # noqa: F401  (set_name: the tables' names, imported from here too)
 
 
 def margins(lp: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
@@ -27,11 +26,6 @@ def margins(lp: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
     right = lp.gather(-1, answers.expand(*lp.shape[:-1])[..., None]).squeeze(-1)
     others = lp.scatter(-1, answers.expand(*lp.shape[:-1])[..., None], float("-inf"))
     return right - others.max(-1).values
-
-
-def set_name(heads) -> str:
-    """``L4H2+L5H2`` (attention) / ``L1H3m`` (another kind: its first letter) for a set of heads."""
-    return "+".join(f"L{l}H{h}" + ("" if k == "attention" else k[0]) for l, h, k in heads) or "none"
 
 
 def _check(model: nn.Module, sets) -> list[tuple[Head, ...]]:
