@@ -20,8 +20,8 @@ from gna import condition_batches as batches
 BATCH_CONDITIONS = config["batch_conditions"]
 
 
-def _per_experiment(wc):
-    return (wc.get("experiment"),)
+def _per_rule(wc):
+    return ()
 
 
 def _per_stage(wc):
@@ -36,16 +36,18 @@ def _per_student_state(wc):
 # The batched rules and what keeps their conditions apart (see above). The distillation stages only
 # where a stage is one process (gpus_per_stage x nodes = 1): on ranks, each stage is its own launch.
 BATCHED_RULES = {
-    **{name: _per_experiment for name in ("gradual_pruning", "individual_pruning", "topk_removal", "kv_pairs",
+    **{name: _per_rule for name in ("gradual_pruning", "individual_pruning", "topk_removal", "kv_pairs",
                                           "head_keeping", "ssm_masking", "hybrid_attention", "layer_swap",
                                           "head_patterns", "export_mc_task", "row_sweep", "ranking_seed_scan", "head_scan",
                                           "head_pairs")},
-    **({"distill_stage": _per_stage} if DISTILL and DISTILL_GPUS * DISTILL_NODES == 1 else {}),
+    **({"distill_matrices": _per_rule, "distill_stage": _per_stage}
+       if DISTILL and DISTILL_GPUS * DISTILL_NODES == 1 else {}),
     **({"evaluate_hybrid": _per_student_state} if DISTILL else {}),
 }
 # What a batch asks of the scheduler: its rule's own threads and resources.
-BATCH_LAUNCH = {"distill_stage": (DISTILL_THREADS, {"gpu": DISTILL_LAUNCH.get("gpu", GPUS),
-                                                    **{k: v for k, v in DISTILL_LAUNCH.items() if k != "gpu"}})}
+BATCH_LAUNCH = {rule: (DISTILL_THREADS, {"gpu": DISTILL_LAUNCH.get("gpu", GPUS),
+                                         **{k: v for k, v in DISTILL_LAUNCH.items() if k != "gpu"}})
+                for rule in ("distill_matrices", "distill_stage")}
 # The conditions this study needs: the files the consumers list (their fixed inputs, so a consumer's
 # edit carries over), plus the per-model lists of pruning and top-k, the distillation stages, the head patterns and
 # the seed rankings, whose consumers take them by wildcard.
@@ -55,6 +57,9 @@ BATCH_CANDIDATES = (
     + [f for e in ("topk_removal", "arc_chat") for files in topk_outputs(e).values() for f in files]
     + [str(f) for r in workflow.rules for f in r.input if isinstance(f, str) and "{" not in f]
     + [f"results/hybrid/{DISTILL['teacher']}/{v}/stage{stage}" for v in DISTILL_VARIANTS for stage in (2, 3)
+       if DISTILL]
+    + [f"results/hybrid/{DISTILL['teacher']}/s{s}/stage1" for s in sorted({DISTILL["state_size"],
+                                                                          *(DISTILL.get("state_sizes") or [])})
        if DISTILL]
     + [f"results/scan/{m}.patterns.json" for m in SCAN_MODELS]
     + [seed_ranking(m, s) for m in experiment_models("ranking_seeds") for s in RANKING_SEEDS.get("seeds") or []]

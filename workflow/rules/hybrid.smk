@@ -130,6 +130,9 @@ rule align_student:
         data=LAYER_SWAP.get("data", {"source": "micro"}),
         seed=config["seed"],
         micro_data=MICRO_DATA,
+    # the layer swap's chain (align, then swap every layer) is the study's second longest: first
+    # when ready, like the distillation, or it trails the run on one core
+    priority: DISTILL_PRIORITY
     threads: THREADS
     resources:
         **MODEL_RESOURCES,
