@@ -20,37 +20,27 @@ from gna import condition_batches as batches
 BATCH_CONDITIONS = config["batch_conditions"]
 
 
-def _per_rule(wc):
-    return ()
-
-
-def _per_stage(wc):
-    return (wc["teacher"], wc["state"], wc["stage"])
-
-
-def _per_student_state(wc):
-    state = re.search(r"-s(\d+)-", wc["variant"])
-    return (wc["teacher"], state.group(1) if state else wc["variant"])
-
-
-# The batched rules and what keeps their conditions apart (see above). The distillation stages only
-# where a stage is one process (gpus_per_stage x nodes = 1): on ranks, each stage is its own launch.
+# The batched rules, each with the key that keeps its conditions apart (wildcards -> a tuple; one
+# batch per key, see above). The distillation's stages only where a stage is one process
+# (gpus_per_stage x nodes = 1): on ranks, each stage is its own launch.
 BATCHED_RULES = {
-    **{name: _per_rule for name in ("gradual_pruning", "individual_pruning", "topk_removal", "kv_pairs",
-                                          "head_keeping", "ssm_masking", "hybrid_attention", "layer_swap",
-                                          "head_patterns", "export_mc_task", "row_sweep", "ranking_seed_scan", "head_scan",
-                                          "head_pairs")},
-    **({"distill_matrices": _per_rule, "distill_stage": _per_stage}
+    **{name: (lambda wc: ()) for name in ("gradual_pruning", "individual_pruning", "topk_removal", "kv_pairs",
+                                            "head_keeping", "ssm_masking", "hybrid_attention", "layer_swap",
+                                            "head_patterns", "export_mc_task", "row_sweep", "ranking_seed_scan",
+                                            "head_scan", "head_pairs")},
+    **({"distill_matrices": lambda wc: (), "distill_stage": lambda wc: (wc["teacher"], wc["state"], wc["stage"])}
        if DISTILL and DISTILL_GPUS * DISTILL_NODES == 1 else {}),
-    **({"evaluate_hybrid": _per_student_state} if DISTILL else {}),
+    # a student's state size from its name (k{k}-s{state}-{selection}); the teacher alone
+    **({"evaluate_hybrid": lambda wc: (wc["teacher"], *(re.findall(r"-s(\d+)-", wc["variant"]) or [wc["variant"]]))}
+       if DISTILL else {}),
 }
 # What a batch asks of the scheduler: its rule's own threads and resources.
 BATCH_LAUNCH = {rule: (DISTILL_THREADS, {"gpu": DISTILL_LAUNCH.get("gpu", GPUS),
                                          **{k: v for k, v in DISTILL_LAUNCH.items() if k != "gpu"}})
                 for rule in ("distill_matrices", "distill_stage")}
 # The conditions this study needs: the files the consumers list (their fixed inputs, so a consumer's
-# edit carries over), plus the per-model lists of pruning and top-k, the distillation stages, the head patterns and
-# the seed rankings, whose consumers take them by wildcard.
+# edit carries over), plus the per-model lists of pruning and top-k, the distillation stages, the
+# head patterns and the seed rankings, whose consumers take them by wildcard.
 BATCH_CANDIDATES = (
     [f"results/pruning/{m}/{kind}{i}.csv" for m in experiment_models("layer_pruning")
      for kind, first in (("gradual/depth", 1), ("individual/layer", 0)) for i in range(first, n_layers(m) + first)]
@@ -58,9 +48,8 @@ BATCH_CANDIDATES = (
     + [str(f) for r in workflow.rules for f in r.input if isinstance(f, str) and "{" not in f]
     + [f"results/hybrid/{DISTILL['teacher']}/{v}/stage{stage}" for v in DISTILL_VARIANTS for stage in (2, 3)
        if DISTILL]
-    + [f"results/hybrid/{DISTILL['teacher']}/s{s}/stage1" for s in sorted({DISTILL["state_size"],
-                                                                          *(DISTILL.get("state_sizes") or [])})
-       if DISTILL]
+    + [f"results/hybrid/{DISTILL['teacher']}/s{s}/stage1"
+       for s in dict.fromkeys(re.search(r"-s(\d+)-", v).group(1) for v in DISTILL_VARIANTS) if DISTILL]
     + [f"results/scan/{m}.patterns.json" for m in SCAN_MODELS]
     + [seed_ranking(m, s) for m in experiment_models("ranking_seeds") for s in RANKING_SEEDS.get("seeds") or []]
 )
