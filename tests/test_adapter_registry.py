@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gna import config_checks
+from gna.config import checks as config_checks
 from gna.models.adapters import ADAPTERS, FAMILIES
 from gna.models.adapters.base import Adapter
 from gna.models.tiny import ALL_FAMILIES

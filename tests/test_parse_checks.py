@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gna import config_checks
-from gna.config_schema import with_defaults
+from gna.config import checks as config_checks
+from gna.config.schema import with_defaults
 from gna.errors import UnknownArchitectureError
 from gna.models import attach_adapter, describe
 from gna.models.adapters import adapter_of_config

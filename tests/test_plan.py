@@ -9,7 +9,7 @@ import pytest
 import torch
 import yaml
 
-from gna.config_schema import with_defaults
+from gna.config.schema import with_defaults
 from gna.plan import Hardware, check_profile, dag_jobs, plan, read_profile, summary
 from gna.plan import estimate as E
 

@@ -7,7 +7,7 @@
 # are the rule's, so every consumer is unchanged. With 1 (the default; the paper preset) no batch
 # rule exists and the DAG is one job per condition.
 
-from gna import condition_batches as batches
+from gna.jobs import condition_batches as batches
 
 BATCH_CONDITIONS = config["batch_conditions"]
 # Evaluation rules whose conditions are batched: one model, several conditions. Not evaluate_hybrid:

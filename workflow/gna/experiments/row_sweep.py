@@ -31,7 +31,7 @@ import torch
 from tqdm import tqdm
 
 from ..errors import ProbeError
-from ..ga_masks import prompt_offsets, segment_mmlu_prompt
+from ..patterns.ga_masks import prompt_offsets, segment_mmlu_prompt
 from ..interventions.rows import mask_head_rows
 from ..probes.scoring import batch_choice_logprobs, encode, iter_batches
 

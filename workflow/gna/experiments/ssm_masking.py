@@ -1,7 +1,7 @@
 """Masking the SSM's G&A heads on MMLU-format prompts (slides, section 5; PROTOCOL 6).
 
 Per prompt, the chosen heads' token-mixing matrices are multiplied by a mask built from the
-prompt's answer-choice segments (:func:`gna.ga_masks.segment_mmlu_prompt`):
+prompt's answer-choice segments (:func:`gna.patterns.ga_masks.segment_mmlu_prompt`):
 
 - ``none``: all ones (the model itself, through the same masked code path);
 - ``full``: the chosen heads are zeroed (they mix nothing);
@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from ..errors import ProbeError
-from ..ga_masks import ga_head_masks, prompt_offsets, segment_mmlu_prompt, stack_masks
+from ..patterns.ga_masks import ga_head_masks, prompt_offsets, segment_mmlu_prompt, stack_masks
 from ..interventions.masked_mixing import masked_mixers
 from ..models import describe
 from ..probes.scoring import batch_choice_logprobs, encode, iter_batches
@@ -178,7 +178,7 @@ def export_mc_examples(task: str, suite, limit: int | None = None) -> list[dict]
     the requests lm-eval itself builds: ``prompt`` is the context (description and few-shot
     included), ``choices`` the continuations (target delimiter included), ``answer`` the gold index.
 
-    ``suite``: a :class:`gna.evaluate.TaskSuite` (micro tasks from JSONL, or lm-eval's registry).
+    ``suite``: a :class:`gna.evaluation.lm_eval_bridge.TaskSuite` (micro tasks from JSONL, or lm-eval's registry).
     Tasks whose choices have different contexts (Winogrande-style) are refused: their choices
     share no prompt to segment and mask.
     """

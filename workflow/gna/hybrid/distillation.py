@@ -51,7 +51,7 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..io import atomic_path
-from ..mixing import eager_attention
+from ..patterns.mixing import eager_attention
 from ..models import adapter_for
 from .distributed import current
 from .precision import LOW_PRECISION, compute_dtype, master_weights

@@ -164,7 +164,7 @@ def model_info(name: str, cfg: dict, family: str | None = None, dtype: str = "bf
 
 @lru_cache(maxsize=64)
 def _model_info_cached(name, cfg_json, family, dtype) -> ModelInfo:
-    from ..architectures import meta_model
+    from ..config.architectures import meta_model
     from ..models import describe
 
     cfg = json.loads(cfg_json)
@@ -284,7 +284,7 @@ def eval_tasks(hw: Hardware, info: ModelInfo, tasks, eval_cfg: dict, layers: flo
 def guard_draws(guard_sample: int, guard_level: float | None) -> int:
     """Heads the atp+exact guard ablates when none beats its bar: ``guard_sample``, or with a
     ``guard_level`` enough that the one-sided 95% bound on the share that would is at most the level
-    (gna.attribution_scan; more when some do)."""
+    (gna.scan.attribution_ranking; more when some do)."""
     if guard_level is None:
         return guard_sample
     return max(guard_sample, math.ceil(math.log(0.05) / math.log(1 - guard_level)))
@@ -299,7 +299,7 @@ def head_scan(hw: Hardware, info: ModelInfo, n_examples: int, n_pairs: int, batc
               max_rows: int = 256, classify_top: int = 10, classify_examples: int = 20,
               kinds=None, tokens: int | None = None, method: str = "exact", candidates: int = 16,
               guard_sample: int = 8, graddrop: bool = False) -> tuple[float, float]:
-    """(seconds, peak bytes) of gna.scan.scan / gna.attribution_scan, term by term as the code computes:
+    """(seconds, peak bytes) of gna.scan.scan / gna.scan.attribution_ranking, term by term as the code computes:
 
     - baseline: one forward per prompt, the LM head at each row's scored positions only (gathered
       before the head, float32: gna.probes.scoring.ScoredHead);

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from ..architectures import config_of
+from ..config.architectures import config_of
 from ..experiments.distill_data import stage_data
 from ..experiments.distill_ranks import stage_world
 from ..experiments.distill_variants import parse_variant
@@ -93,7 +93,7 @@ def _model_cfg(config: dict, name: str) -> dict:
 
 
 class Study:
-    """The study's config, validated (the schema's defaults filled in: gna.config_schema.with_defaults),
+    """The study's config, validated (the schema's defaults filled in: gna.config.schema.with_defaults),
     and the hardware it is planned for."""
 
     def __init__(self, config: dict, hw: Hardware):

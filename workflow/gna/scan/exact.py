@@ -16,11 +16,11 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .errors import ConfigError, HeadIndexError
-from .interventions import ablate_heads, capture_layer_inputs, head_mask, start_at_layer
-from .models import adapter_for
-from .models.description import Mixer
-from .probes.scoring import (EncodedProbe, ProbeScore, accepts_logits_to_keep, copies_choice_logprobs, fp32_logits,
+from ..errors import ConfigError, HeadIndexError
+from ..interventions import ablate_heads, capture_layer_inputs, head_mask, start_at_layer
+from ..models import adapter_for
+from ..models.description import Mixer
+from ..probes.scoring import (EncodedProbe, ProbeScore, accepts_logits_to_keep, copies_choice_logprobs, fp32_logits,
                              iter_batches, score)
 
 # Log-prob drops closer than this are ties: the model's own rounding carried through its layers.
@@ -170,7 +170,7 @@ def scan(model: nn.Module, encoded: EncodedProbe, method: str = "exact", batch_s
          kinds=None, layers=None, model_name: str = "", progress: bool = True, baseline: ProbeScore | None = None,
          **atp) -> tuple[pd.DataFrame, dict]:
     """``(ranking, guard)`` by ``method``: ``exact`` is :func:`scan_heads` (the paper's ranking);
-    ``atp`` and ``atp+exact`` are :func:`gna.attribution_scan.attribution_ranking`, which takes
+    ``atp`` and ``atp+exact`` are :func:`gna.scan.attribution_ranking.attribution_ranking`, which takes
     ``atp`` (candidates, guard_sample, guard_k, guard_level, atp_score, graddrop, ig_steps, seed; ``exact`` ignores
     them)."""
     if method not in METHODS:
@@ -180,7 +180,7 @@ def scan(model: nn.Module, encoded: EncodedProbe, method: str = "exact", batch_s
     if method == "exact":
         ranking = scan_heads(model, encoded, **common)
         return ranking, dict(method="exact", n_heads=len(ranking))
-    from .attribution_scan import attribution_ranking
+    from .attribution_ranking import attribution_ranking
 
     return attribution_ranking(model, encoded, method, **atp, **common)
 

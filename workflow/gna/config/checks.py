@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 
-from .errors import ConfigError  # stdlib only
+from ..errors import ConfigError  # stdlib only
 
 
 class StudyConfigError(ConfigError, ValueError):
@@ -49,7 +49,7 @@ def _config_json(model: dict, source: str, key: str | None = None) -> tuple[dict
     """The config.json of a model entry (local, a smoke preset's tiny config, or the shipped
     architecture of its Hugging Face id) and, for the latter, its data/architectures key."""
     if "random" in model:  # smoke presets only: transformers is imported just for them
-        from .models.tiny import tiny_config
+        from ..models.tiny import tiny_config
 
         r = dict(model["random"])
         r.pop("seed", None)
@@ -69,8 +69,8 @@ def structure(model: dict, source: str, name: str | None = None) -> tuple[int | 
     values must agree with it; an error names the key). The family's adapter reads the config
     (:meth:`gna.models.adapters.base.Adapter.structure`), so the numbers are those the loaded model
     will have, and a bad ``adapter_options`` fails here, before any job."""
-    from .models.adapters import FAMILIES, adapter_of_config, supported_families
-    from .models.tiny import ALL_FAMILIES
+    from ..models.adapters import FAMILIES, adapter_of_config, supported_families
+    from ..models.tiny import ALL_FAMILIES
 
     if "family" in model and model["family"] not in FAMILIES:
         raise StudyConfigError(f"config error: models.{name}.family = {model['family']!r} is not a family an adapter "
@@ -190,7 +190,7 @@ def check_hybrid(config: dict, shapes: dict, known) -> None:
 
 def _config_description(model: dict, source: str):
     """The entry's mixers from its config.json (no torch), or None where the family does not say."""
-    from .models.adapters import adapter_of_config
+    from ..models.adapters import adapter_of_config
 
     cfg, _ = _config_json(model, source)
     adapter = adapter_of_config(cfg, model.get("family")) if cfg else None
@@ -200,7 +200,7 @@ def _config_description(model: dict, source: str):
 def check_named_heads(config: dict, model_source, shapes: dict, known) -> None:
     """Every head an experiment names (``experiments.<exp>.named_heads.<model>.<role>[i]``) exists in
     its model: the layer in range, the kind in that layer, the head below that mixer's count."""
-    from .errors import HeadIndexError, LayerIndexError
+    from ..errors import HeadIndexError, LayerIndexError
 
     models = config["models"]
     for exp, ecfg in (config.get("experiments") or {}).items():

@@ -1,7 +1,7 @@
 """The scan methods built on the attribution estimate: ``atp`` and ``atp+exact``.
 
 ``atp``: every head ranked by the magnitude of its AtP estimate (``atp_magnitude``, the mean of each
-example's |estimate|; :func:`gna.attribution.atp_scan`); no ablation runs. A magnitude, as AtP* ranks:
+example's |estimate|; :func:`gna.scan.attribution.atp_scan`); no ablation runs. A magnitude, as AtP* ranks:
 zeroing a head is no small step, and on the trained micro models the estimate's sign is wrong for
 some of the heads that matter most (micro-llama's top head, exact drop 0.69, has mean estimate -3.6).
 ``atp+exact``: the top ``candidates`` heads by that magnitude are ablated exactly
@@ -22,9 +22,9 @@ import torch
 from torch import nn
 
 from .attribution import atp_scan
-from .errors import ConfigError
-from .probes.scoring import EncodedProbe, ProbeScore, score
-from .scan import COLUMNS, _select, logprob_resolution, scan_heads, tie_keys
+from ..errors import ConfigError
+from ..probes.scoring import EncodedProbe, ProbeScore, score
+from .exact import COLUMNS, _select, logprob_resolution, scan_heads, tie_keys
 
 EXTRA = ["atp_drop", "atp_magnitude", "exact"]
 KEY = ["layer", "head", "kind"]
@@ -88,7 +88,7 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
     are drawn (in the same seeded order) and ablated until the one-sided 95% bound on the share of
     non-candidate heads that beat the ``guard_k``-th candidate is at most ``guard_level``, or none is
     left; ``guard["bound_share"]`` and ``guard["level_met"]`` say where it stopped. ``ig_steps``:
-    the integrated-gradients estimate (gna.attribution.atp_scan) instead of plain AtP.
+    the integrated-gradients estimate (gna.scan.attribution.atp_scan) instead of plain AtP.
     """
     if method != "atp":  # the exact part's settings, checked before the estimate's passes
         if not isinstance(candidates, int) or candidates < 1:
