@@ -86,7 +86,7 @@ def test_the_plans_scan_peak_holds_against_the_measured_peak_of_a_real_width_sli
 
     from gna.scan.attribution import atp_scan
     from gna.plan import estimate as E
-    from gna.scan.exact import _select, scan_heads
+    from gna.scan import scan_heads, select_mixers as _select
 
     model, info = _real_width_slice("llama-1b")
     enc = _probe_like(4, 40, info.vocab)

@@ -32,17 +32,8 @@ MOVED = {
     "gna.ga_masks": "gna.patterns.ga_masks",
     "gna.mixing": "gna.patterns.mixing",
     "gna.memory": "gna.hybrid.cache_memory",
+    "gna.questions.plan_rows": "gna.plan.question_rows",
 }
-
-
-def _caller_level() -> int:
-    """The ``stacklevel`` of the first frame outside the import machinery and this module, so the
-    warning names the line that imported the old name."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and (frame.f_code.co_filename.startswith("<frozen importlib")
-                                 or frame.f_code.co_filename == __file__):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -58,8 +49,9 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module) -> None:
         old, new = module.__name__, MOVED[module.__name__]
+        # stacklevel 2: the importing line (warnings skips the import machinery's own frames)
         warnings.warn(f"{old} moved to {new}; the old name goes in the next release", DeprecationWarning,
-                      stacklevel=_caller_level())
+                      stacklevel=2)
         sys.modules[old] = importlib.import_module(new)
 
 

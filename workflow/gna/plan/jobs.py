@@ -260,10 +260,10 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
         return Estimate(gpu_gb=(big.weight_bytes + 4 * GB) / GB if big else 1.0,
                         host_gb=E.host_gb(hw, big) if big else 4.0,
                         hours=sum(E.load_seconds(hw, i) for i in infos) / 3600 + 0.05)
-    from ..questions import plan_rows  # the open questions' rules (questions.smk)
+    from . import question_rows  # the open questions' rules (questions.smk)
 
-    if rule in plan_rows.RULES:
-        return plan_rows.estimate(s, rule, wc)
+    if rule in question_rows.RULES:
+        return question_rows.estimate(s, rule, wc)
     raise PlanError(f"plan: no estimator for GPU rule {rule!r}: add one to gna.plan.jobs.estimate_job")
 
 

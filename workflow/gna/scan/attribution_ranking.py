@@ -24,7 +24,8 @@ from torch import nn
 from .attribution import atp_scan
 from ..errors import ConfigError
 from ..probes.scoring import EncodedProbe, ProbeScore, score
-from .exact import COLUMNS, _select, logprob_resolution, scan_heads, tie_keys
+from .exact import scan_heads
+from .ranking import COLUMNS, logprob_resolution, select_mixers, tie_keys
 
 EXTRA = ["atp_drop", "atp_magnitude", "exact"]
 KEY = ["layer", "head", "kind"]
@@ -97,7 +98,7 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
             raise ConfigError(f"scan.guard_sample = {guard_sample!r}: must be 0 or more heads")
         if not isinstance(guard_k, int) or guard_k < 1:
             raise ConfigError(f"scan.guard_k = {guard_k!r}: must be a candidate's rank, 1 or more")
-    mixers = _select(model, kinds, layers)
+    mixers = select_mixers(model, kinds, layers)
     est = atp_scan(model, encoded, mixers, batch_size=batch_size, score=atp_score, graddrop=graddrop,
                    progress=progress, ig_steps=ig_steps)
     guard = dict(method=method, atp_score=atp_score, graddrop=graddrop, ig_steps=ig_steps, n_heads=len(est))
