@@ -32,14 +32,11 @@ def local_model_config(path: str, key: str | None = None) -> dict | None:
     return cfg
 
 
-def looks_like_path(source: str) -> bool:
-    """Not a Hugging Face id (``org/name``): the loader's rule (gna.models.loading)."""
-    return source.startswith((".", "/", "~")) or source.count("/") > 1
-
-
 def check_model_path(name: str, model: dict, source: str) -> None:
     """A local model that is not there: say so (not "needs n_layers"), naming the key."""
-    if "random" in model or Path(source).exists() or not looks_like_path(source):
+    from ..models.spec import names_a_directory
+
+    if "random" in model or Path(source).exists() or not names_a_directory(source):
         return
     raise StudyConfigError(f"config error: models.{name}.path = {model.get('path')!r}: {source} does not exist "
                            f"(and it is not a Hugging Face id, org/name)")

@@ -11,7 +11,7 @@ import torch
 from ..jobs.devices import check_device
 from ..errors import GnaError, ModelLoadError
 from .adapters import attach_adapter
-from .spec import ModelSpec
+from .spec import ModelSpec, names_a_directory
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
@@ -39,7 +39,7 @@ def _check_source(spec: ModelSpec) -> None:
     if p.is_dir():
         if not (p / "config.json").is_file():
             raise ModelLoadError(f"model directory {spec.path!r} has no config.json")
-    elif spec.path.startswith((".", "/", "~")) or spec.path.count("/") > 1:
+    elif names_a_directory(spec.path):
         raise ModelLoadError(f"model directory {spec.path!r} does not exist (and it is not a Hugging Face id)")
 
 

@@ -15,7 +15,6 @@ diagnostic weights its sample by the estimate, which this uniform one does not n
 """
 from __future__ import annotations
 
-import math
 
 import pandas as pd
 import torch

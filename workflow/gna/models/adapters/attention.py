@@ -18,7 +18,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..description import Mixer
-from .base import Adapter, n_layers_of, other_token_mixers, structure_from
+from .base import Adapter, n_layers_of, other_token_mixers
 
 if TYPE_CHECKING:
     from torch import nn
@@ -45,10 +45,6 @@ class AttentionAdapter(Adapter):
     @classmethod
     def matches_config(cls, cfg: dict) -> bool:
         return bool(n_layers_of(cfg)) and "num_attention_heads" in cfg
-
-    @classmethod
-    def structure(cls, cfg: dict, **options) -> tuple[int, int]:
-        return structure_from(cls.layer_heads(cfg, **options))
 
     @classmethod
     def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]]:

@@ -22,11 +22,6 @@ class LlambaAdapter(Adapter):
         return is_llamba_config(cfg)
 
     @classmethod
-    def structure(cls, cfg: dict, **options) -> tuple[int, int]:
-        cls.check_options(options)
-        return cfg["n_layer"], cfg["n_layer"] * cfg["ssm_cfg"]["n_v_heads"]
-
-    @classmethod
     def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]]:
         cls.check_options(options)
         return [[("discrete-mamba2", cfg["ssm_cfg"]["n_v_heads"])]] * cfg["n_layer"]
