@@ -26,7 +26,7 @@ from ..errors import ProbeError
 from ..patterns.ga_masks import ga_head_masks, prompt_offsets, segment_mmlu_prompt, stack_masks
 from ..interventions.masked_mixing import masked_mixers
 from ..models import describe
-from ..probes.scoring import batch_choice_logprobs, encode, iter_batches
+from ..probes.scoring import encode, masked_choice_logprobs
 
 log = logging.getLogger(__name__)
 
@@ -126,22 +126,16 @@ def masked_accuracy(model, tokenizer, examples: list[dict], heads: dict[str, lis
     roles = _roles_by_mixer(heads)
     n_heads = {key: desc.mixer(*key).n_heads for key in roles}
     device = next(model.parameters()).device
-    C = enc.n_choices
-    logprobs = torch.empty(len(enc), C, dtype=torch.float64)
     with masked_mixers(model, {key: torch.ones(1, n_heads[key], 1, 1) for key in roles}) as handle:
         # placeholder masks; every batch replaces them with its own (B, H, T, T)
-        for batch in iter_batches(enc, batch_size):
+        def set_masks(batch, rows: list[int]) -> None:
             T = batch.input_ids.shape[1]
-            rows = [int(e) for e in batch.examples for _ in range(1 if enc.one_row else C)]
             lengths = batch.attention_mask.sum(1).tolist()
-            masks = {}
-            for key, r in roles.items():
-                masks[key] = stack_masks([ga_head_masks(segs[e], int(t), n_heads[key], r, mode)
-                                          for e, t in zip(rows, lengths)], T).to(device)
-            handle.update(masks)
-            b = batch.to(device)
-            out = model(input_ids=b.input_ids, attention_mask=b.attention_mask, use_cache=False)
-            logprobs[batch.examples] = batch_choice_logprobs(out.logits, b).cpu()
+            handle.update({key: stack_masks([ga_head_masks(segs[e], int(t), n_heads[key], r, mode)
+                                             for e, t in zip(rows, lengths)], T).to(device)
+                           for key, r in roles.items()})
+
+        logprobs = masked_choice_logprobs(model, enc, batch_size, set_masks)
     correct = logprobs.argmax(-1) == enc.answers
     return {"acc": correct.double().mean().item(), "n": len(enc), "with_pattern": sum(s is not None for s in segs),
             "logprobs": logprobs}
