@@ -135,7 +135,8 @@ def test_each_models_config_json_is_read_once(monkeypatch):
     """The checks read a model's config.json once: the shapes and the named heads share that read."""
     reads = []
     real = config_checks.local_model_config
-    monkeypatch.setattr(config_checks, "local_model_config", lambda path, key=None: reads.append(path) or real(path, key))
+    monkeypatch.setattr(config_checks, "local_model_config",
+                        lambda path, key=None: reads.append(path) or real(path, key))
     cfg = copy.deepcopy(BASE)
     cfg["experiments"]["kv_pairs"].update(named_heads=named("micro-llama", [(1, 0)]))
     config_checks.check(cfg, lambda m: str(ROOT / cfg["models"][m]["path"]))

@@ -8,5 +8,5 @@
 
 Every ``snakemake`` call imports this package, so nothing here imports torch at module level.
 May import: ``errors``, ``io``, ``models`` (adapters, tiny configs; torch only inside functions),
-``micro.tasks``.
+``micro.tasks``, and ``hybrid`` inside a function (it registers the student's model type).
 """

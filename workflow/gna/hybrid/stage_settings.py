@@ -12,10 +12,10 @@ from torch import nn
 
 from ..errors import ConfigError
 
-
 PAPER_TOKENS = {1: 3e8, 2: 5e9, 3: 2e10}  # the follow-up's budgets (mohawk configs' n_tokens)
 DEFAULT_TRAINABLE = {1: (r"\.mixer\.",), 2: (r"\.mixer\.", r"\.attn\.", r"\.adapter\."), 3: (r"",)}
-STAGE_TRAINABLE = {1: {"mixers": DEFAULT_TRAINABLE[1], "all": (r"",)}, 2: {"mixers": DEFAULT_TRAINABLE[2], "all": (r"",)}}
+STAGE_TRAINABLE = {1: {"mixers": DEFAULT_TRAINABLE[1], "all": (r"",)},
+                   2: {"mixers": DEFAULT_TRAINABLE[2], "all": (r"",)}}
 SCHEDULES = ("constant", "wsd", "cosine")
 
 

@@ -43,7 +43,7 @@ def upper_bound(hits: int, sampled: int, population: int, confidence: float = 0.
 
 
 def _rerank(df: pd.DataFrame, resolution: float) -> pd.DataFrame:
-    """Exact rows of several scans as one ranking, by gna.scan.rank_heads's rule."""
+    """Exact rows of several scans as one ranking, by gna.scan.ranking.rank_heads's rule."""
     df = df.copy()
     df["_d"], df["_l"] = tie_keys(df["drop"], df["logprob_drop"], resolution)
     df = df.sort_values(["_d", "_l", "layer", "kind", "head"], ascending=[False, False, True, True, True])
@@ -52,7 +52,7 @@ def _rerank(df: pd.DataFrame, resolution: float) -> pd.DataFrame:
 
 
 def _beats(a, b, resolution: float) -> bool:
-    """Does exact row ``a`` rank above exact row ``b``, by the ranking's own rule (gna.scan.tie_keys)?"""
+    """Does exact row ``a`` rank above exact row ``b``, by the ranking's own rule (gna.scan.ranking.tie_keys)?"""
     return tie_keys(a["drop"], a["logprob_drop"], resolution) > tie_keys(b["drop"], b["logprob_drop"], resolution)
 
 
