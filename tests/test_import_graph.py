@@ -142,3 +142,29 @@ def test_every_module_imports_on_its_own():
             "print('\\n'.join(bad)); sys.exit(1 if bad else 0)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr[-2000:]
+
+
+def test_packages_import_only_what_their_docstring_allows():
+    """A package whose docstring says what it may import (``May import: ``errors``, ...``) imports
+    nothing else of gna, lazy imports included: the sentence is a checked claim, not a hope."""
+    import re
+
+    graph = {m: imports_of(m, p) for m, p in MODULES.items()}
+    for pkg, path in MODULES.items():
+        if path.name != "__init__.py" or pkg == "gna":
+            continue
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        claim = re.search(r"May import:(.*?)(?:\.\s*$|\.\s*\n\s*\n|;\s*never|\Z)", doc, flags=re.S)
+        if not claim:
+            continue
+        allowed = {"gna." + n for n in re.findall(r"``([\w.]+)``", claim.group(1))}
+        used = {n for m in MODULES if m == pkg or m.startswith(pkg + ".") for n in graph[m]
+                if n != "gna" and not (n == pkg or n.startswith(pkg + "."))}
+        beyond = {n for n in used if not any(n == a or n.startswith(a + ".") or a.startswith(n + ".")
+                                             for a in allowed)}
+        assert not beyond, f"{pkg} imports {sorted(beyond)}; its docstring allows {sorted(allowed)}"
+
+
+def test_the_new_packages_say_what_they_may_import():
+    for pkg in ("scan", "jobs", "config", "evaluation", "patterns"):
+        assert "May import:" in (PKG / pkg / "__init__.py").read_text(), pkg

@@ -5,5 +5,5 @@ masks that restrict them.
 - :mod:`.ga_roles`: heads classified as Gather or Aggregate from those matrices on the KV probe.
 - :mod:`.ga_masks`: the masks of the MMLU-format masking experiment (which token pairs may mix).
 
-May import: ``errors``, ``models``; never ``interventions`` (which imports the masks and matrices).
+May import: ``errors``, ``models``; never the interventions (they import the masks and matrices).
 """

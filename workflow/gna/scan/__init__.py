@@ -8,9 +8,9 @@
   the false-negative guard.
 - :mod:`.ranking`: what they share: the mixers scanned, the ranking's columns, ties, top-k.
 
-Imports run one way: ranking <- exact, attribution <- attribution_ranking <- methods. May import
-``errors``, ``models``, ``interventions``, ``probes``; never ``report``, ``questions``,
-``experiments`` or ``jobs`` (they import the scan).
+Imports run one way: ranking <- exact, attribution <- attribution_ranking <- methods.
+May import: ``errors``, ``models``, ``interventions``, ``probes``; never the report, the questions,
+the experiments or the job machinery (they import the scan).
 """
 from .exact import naive_scan_heads, scan_heads
 from .methods import METHODS, scan
