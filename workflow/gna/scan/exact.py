@@ -15,21 +15,10 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..interventions import ablate_heads, capture_layer_inputs, head_mask, start_at_layer
-from ..models.description import Mixer
-from ..probes.scoring import (EncodedProbe, ProbeScore, accepts_logits_to_keep, copies_choice_logprobs, fp32_logits,
-                             iter_batches, score)
+from ..interventions import ablate_heads, head_mask
+from ..probes.scoring import EncodedProbe, ProbeScore, fp32_logits, score
 from .ranking import logprob_resolution, rank_heads, select_mixers
-
-
-def _tally(rows_acc, mixer: Mixer, heads, lp: torch.Tensor, answers: torch.Tensor) -> None:
-    """Accumulate correct counts and correct-answer log-probs; lp is (A, E, C) for heads (A,)."""
-    correct = lp.argmax(-1).eq(answers).sum(-1)
-    ans_lp = lp.gather(2, answers.expand(len(heads), -1)[..., None]).squeeze(-1).sum(-1)
-    for a, h in enumerate(heads):
-        acc = rows_acc[(mixer.layer, mixer.kind, h)]
-        acc[0] += int(correct[a])
-        acc[1] += float(ans_lp[a])
+from .repeated_forwards import repeated_forward_scores
 
 
 @torch.no_grad()
@@ -44,41 +33,28 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
     Returns the ranked tidy table (see ``COLUMNS``).
     """
     mixers = select_mixers(model, kinds, layers)
-    if heads is not None:
-        wanted = {(int(l), str(k), int(h)) for l, h, k in heads}
-        mixers = [m for m in mixers if any((m.layer, m.kind, h) in wanted for h in range(m.n_heads))]
-    device = next(model.parameters()).device
-    baseline = (score(model, encoded, batch_size=batch_size) if baseline is None else baseline).logprobs
-    keep = accepts_logits_to_keep(model)
-    totals: dict = defaultdict(lambda: [0, 0.0])
-    batches = [b.to(device) for b in iter_batches(encoded, batch_size)]
-    by_layer: dict[int, list[Mixer]] = defaultdict(list)
-    for m in mixers:
-        by_layer[m.layer].append(m)
-    with fp32_logits(model) as head:  # the head's fp32 copy made once per scan
-        for b in tqdm(batches, desc="head scan", unit="batch", disable=not progress):
-            answers = encoded.answers[b.examples.cpu()].to(device)
-            B = b.input_ids.shape[0]
-            # every scanned layer's input from one forward (one batch's residuals held, layers x (B, T, d))
-            inputs = capture_layer_inputs(model, sorted(by_layer), input_ids=b.input_ids,
-                                          attention_mask=b.attention_mask, use_cache=False)
-            for layer in sorted(by_layer):
-                hidden = inputs.pop(layer)
-                for mixer in by_layer[layer]:
-                    per = max(1, max_rows // B)
-                    todo = [h for h in range(mixer.n_heads) if heads is None or (mixer.layer, mixer.kind, h) in wanted]
-                    for start in range(0, len(todo), per):
-                        chunk = todo[start:start + per]
-                        A = len(chunk)
-                        mask = torch.ones(A, B, mixer.n_heads, device=device)
-                        mask[torch.arange(A), :, torch.tensor(chunk)] = 0
-                        with start_at_layer(model, layer, hidden.repeat(A, 1, 1)), \
-                                head_mask(model, layer, mask.view(A * B, -1), mixer.kind):
-                            lp = copies_choice_logprobs(model, b, head, keep, A)  # (A, E, C)
-                        _tally(totals, mixer, chunk, lp.cpu(), answers.cpu())
-    rows = [dict(layer=l, kind=k, head=h, accuracy=c / len(encoded), answer_logprob=s / len(encoded))
-            for (l, k, h), (c, s) in totals.items()]
-    return rank_heads(rows, baseline, encoded, model_name, logprob_resolution(model))
+    wanted = None if heads is None else {(int(l), str(k), int(h)) for l, h, k in heads}
+    # one item per head scanned, in mixer order; a chunk of copies never spans two mixers
+    items = [(i, m, h) for i, m in enumerate(mixers) for h in range(m.n_heads)
+             if wanted is None or (m.layer, m.kind, h) in wanted]
+    by_layer: dict[int, list[int]] = defaultdict(list)
+    for n, (_, m, _) in enumerate(items):
+        by_layer[m.layer].append(n)
+    baseline = score(model, encoded, batch_size=batch_size) if baseline is None else baseline
+
+    def ablate_each(stack, state, layer: int, chunk: list[int], x: torch.Tensor) -> None:
+        mixer = items[chunk[0]][1]
+        A = len(chunk)
+        mask = torch.ones(A, x.shape[0] // A, mixer.n_heads, device=x.device)
+        mask[torch.arange(A), :, torch.tensor([items[n][2] for n in chunk])] = 0
+        stack.enter_context(head_mask(model, layer, mask.view(x.shape[0], -1), mixer.kind))
+
+    totals, _ = repeated_forward_scores(model, encoded, by_layer, len(items), ablate_each, batch_size=batch_size,
+                                        max_rows=max_rows, baseline=baseline, group_of=lambda n: items[n][0],
+                                        progress=progress, desc="head scan")
+    rows = [dict(layer=m.layer, kind=m.kind, head=h, accuracy=totals[n, 0].item() / len(encoded),
+                 answer_logprob=totals[n, 1].item() / len(encoded)) for n, (_, m, h) in enumerate(items)]
+    return rank_heads(rows, baseline.logprobs, encoded, model_name, logprob_resolution(model))
 
 
 @torch.no_grad()
