@@ -14,8 +14,9 @@ from torch import nn
 from ..errors import HeadIndexError
 from ..interventions import head_mask
 from ..models import adapter_for
-from ..probes.scoring import EncodedProbe, ProbeScore
 from ..scan.repeated_forwards import margins, repeated_forward_scores  # noqa: F401  margins: this module's API too
+from ..probes.scoring import (EncodedProbe, ProbeScore, accepts_logits_to_keep, copies_choice_logprobs, fp32_logits,
+                              iter_batches, score)
 
 Head = tuple  # (layer, head, kind)
 
