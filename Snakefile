@@ -11,9 +11,9 @@ min_version("9.0")
 # The study: config.yaml unless --configfile names a preset (a preset replaces config.yaml, not
 # merges into it); `--config key=value` then changes that key of the study in use, as in any
 # Snakemake workflow (Snakemake merges it into the config files). Errors in the study config end
-# in one line naming the file, key or rule (gna.study_config), with no Python frames.
+# in one line naming the file, key or rule (gna.config.study), with no Python frames.
 from gna.errors import GnaError
-from gna.study_config import check_yaml_file, exit_with_config_error, retire_keys, typed_overrides
+from gna.config.study import check_yaml_file, exit_with_config_error, retire_keys, typed_overrides
 
 try:
     if not workflow.config_settings.configfiles:

@@ -22,8 +22,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from gna.attribution import atp_scan
-from gna.attribution_scan import by_magnitude
+from gna.scan.attribution import atp_scan
+from gna.scan.attribution_ranking import by_magnitude
 from gna.micro.tokenizer import word_level_tokenizer
 from gna.models import describe, load_model
 from gna.models.tiny import build_tiny_model

@@ -54,8 +54,8 @@ t = time.perf_counter()
 if args["method"] == "exact":
     scan_heads(model, enc, batch_size=n, max_rows=256, heads=heads, progress=False)
 else:
-    from gna.attribution import atp_scan
-    from gna.scan import _select
+    from gna.scan.attribution import atp_scan
+    from gna.scan import select_mixers as _select
     atp_scan(model, enc, _select(model, layers=[0]), batch_size=n, progress=False)
 secs = time.perf_counter() - t
 print(json.dumps(dict(seconds=secs, forward_s=forward, peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6)))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gna import config_checks
+from gna.config import checks as config_checks
 from gna.models.adapters import ADAPTERS, FAMILIES
 from gna.models.adapters.base import Adapter
 from gna.models.tiny import ALL_FAMILIES
@@ -22,8 +22,11 @@ def test_every_adapter_module_is_discovered_with_the_fallback_last():
     assert {a.__module__.rsplit(".", 1)[1] for a in ADAPTERS} == modules
     assert len(set(FAMILIES)) == len(FAMILIES) == len(modules)
     assert [a.fallback for a in ADAPTERS] == [False] * (len(ADAPTERS) - 1) + [True]
-    for a in ADAPTERS:  # each family reads its structure from a config.json itself
-        assert a.structure.__func__ is not Adapter.structure.__func__, a.family
+    for a in ADAPTERS:  # each family states its heads once: per layer, or (not known per layer) as a total
+        per_layer = a.layer_heads.__func__ is not Adapter.layer_heads.__func__
+        total = a.structure.__func__ is not Adapter.structure.__func__
+        assert per_layer != total, (a.family, "layer_heads" if per_layer else "neither")
+    # (that the total is what the loaded model has: tests/test_families.py, for every family)
 
 
 def test_the_tiny_models_are_the_adapters_builds():

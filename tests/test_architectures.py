@@ -6,8 +6,10 @@ import shutil
 import pytest
 import yaml
 
-from gna import architectures, config_checks
-from gna.architectures import ARCH_DIR, meta_model, shipped_config
+from gna.config import architectures
+
+from gna.config import checks as config_checks
+from gna.config.architectures import ARCH_DIR, meta_model, shipped_config
 from gna.errors import ConfigError
 from gna.models import describe
 

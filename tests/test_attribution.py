@@ -3,8 +3,8 @@ atp+exact with every head a candidate is the exact scan."""
 import pytest
 import torch
 
-from gna.attribution import atp_scan, choice_score
-from gna.attribution_scan import upper_bound
+from gna.scan.attribution import atp_scan, choice_score
+from gna.scan.attribution_ranking import upper_bound
 from gna.errors import ConfigError
 from gna.interventions import head_mask
 from gna.models import describe

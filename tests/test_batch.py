@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import yaml
 
-from gna.condition_batches import condition_object, named_inputs, run_conditions
+from gna.jobs.condition_batches import condition_object, named_inputs, run_conditions
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "workflow")}

@@ -37,7 +37,7 @@ class Files(list):
 
 
 class FakeSnakemake:
-    """The ``snakemake`` object a rule's script sees, enough for gna.pipeline.job."""
+    """The ``snakemake`` object a rule's script sees, enough for gna.jobs.script_job.job."""
 
     def __init__(self, rule, log, input=(), output=(), params=(), wildcards=(), config=None):
         Path(log).parent.mkdir(parents=True, exist_ok=True)  # Snakemake creates a log's folder

@@ -30,7 +30,7 @@ def test_the_cli_refuses_what_the_schema_refuses_before_the_model_loads(tmp_path
 
 
 def test_the_library_refuses_a_guard_k_below_one_before_any_pass():
-    from gna.attribution_scan import attribution_ranking
+    from gna.scan.attribution_ranking import attribution_ranking
     from gna.errors import ConfigError
 
     with pytest.raises(ConfigError, match="scan.guard_k = -3: must be a candidate's rank"):

@@ -2,7 +2,7 @@
 config (common.smk: snakemake.utils.validate fills the schema's defaults in), and the rules, scripts
 and library read those keys directly, ``config["scan"]["max_rows"]``, never ``.get(key, default)``:
 here, every config the repository ships carries each of them once validated, a config that leaves
-them out gets the schema's values, and gna.config_schema.with_defaults validates as the workflow does."""
+them out gets the schema's values, and gna.config.schema.with_defaults validates as the workflow does."""
 import copy
 import re
 from pathlib import Path
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gna.config_schema import SCHEMA, defaults_of, with_defaults
+from gna.config.schema import SCHEMA, defaults_of, with_defaults
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = [ROOT / "config.yaml", *sorted((ROOT / "workflow/configs").glob("*.yaml"))]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gna.config_checks import StudyConfigError
-from gna.study_config import check_yaml_file, retire_keys, typed_overrides
+from gna.config.checks import StudyConfigError
+from gna.config.study import check_yaml_file, retire_keys, typed_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "workflow/configs/smoke.yaml"

@@ -4,7 +4,7 @@ import os
 
 import torch
 
-from gna import pipeline
+from gna.jobs import script_job as pipeline
 from gna.hybrid import build_student, distill
 from gna.models.llamba import kernels
 from gna.models.tiny import build_tiny_model

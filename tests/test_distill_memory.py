@@ -9,7 +9,7 @@ import torch
 
 from gna.errors import ConfigError
 from gna.hybrid import build_student, distill
-from gna.hybrid.distillation import _STEP
+from gna.hybrid.stage_losses import STAGE_LOSSES
 from gna.models.tiny import build_tiny_model
 
 torch.set_num_threads(1)
@@ -42,7 +42,7 @@ def student_for(teacher, stage):
 
 def loss_and_grads(teacher, stage, ids, am, **memory):
     student = student_for(teacher, stage)
-    loss = _STEP[stage](teacher, student, ids, am, **memory)
+    loss = STAGE_LOSSES[stage](teacher, student, ids, am, **memory)
     return float(loss), {n: p.grad.clone() for n, p in student.named_parameters() if p.grad is not None}
 
 
@@ -86,7 +86,7 @@ def test_stage1_holds_one_teacher_attention_at_a_time(teacher):
         layer.mixer.mixing_matrix = (lambda f, i: lambda *a, **k: (order.append(("student", i)), f(*a, **k))[1])(
             originals[i], i)
     try:
-        _STEP[1](teacher, student, ids, am, micro_batch_size=2)
+        STAGE_LOSSES[1](teacher, student, ids, am, micro_batch_size=2)
     finally:
         for h in handles:
             h.remove()
@@ -105,7 +105,7 @@ def test_stage3_chunks_never_make_full_logits(teacher):
     for head in (student.lm_head, teacher.lm_head):
         head.register_forward_hook(lambda m, a, o: rows.append(a[0].shape[:-1]))
     try:
-        _STEP[3](teacher, student, ids, am, micro_batch_size=2, vocab_chunk=16)
+        STAGE_LOSSES[3](teacher, student, ids, am, micro_batch_size=2, vocab_chunk=16)
     finally:
         student.lm_head._forward_hooks.clear()
         teacher.lm_head._forward_hooks.clear()

@@ -12,9 +12,11 @@ import pytest
 import torch
 import yaml
 
-from gna import config_checks, task_names
+from gna.config import checks as config_checks
+
+from gna.config import task_names
 from gna.cli import main
-from gna.devices import check_device
+from gna.jobs.devices import check_device
 from gna.errors import ConfigError, DeviceError, ModelLoadError
 from gna.models import load_model
 from test_cli import MICRO_LLAMA, FakeSnakemake, run_script

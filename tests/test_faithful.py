@@ -174,7 +174,7 @@ def test_table1_heads_are_the_mmlu_heads_or_the_named_ones():
 def test_fewshot_is_explicit_per_task_and_filters_stay_apart(monkeypatch):
     import lm_eval
 
-    from gna import evaluate as ev
+    from gna.evaluation import lm_eval_bridge as ev
     calls = []
 
     def fake(model, tasks, num_fewshot=None, **kw):
@@ -281,12 +281,12 @@ def test_paper_preset_is_the_papers_experiment(paper_dag):
 
 def test_evaluate_skips_lm_evals_environment_report_and_changes_no_number():
     """The environment report at the end of simple_evaluate (~1.5 s of subprocesses per job) is
-    switched off during gna.evaluate.evaluate only; the metrics equal a plain simple_evaluate's."""
+    switched off during gna.evaluation.lm_eval_bridge.evaluate only; the metrics equal a plain simple_evaluate's."""
     import lm_eval.evaluator as ev
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
 
-    from gna.evaluate import TaskSuite, evaluate
+    from gna.evaluation.lm_eval_bridge import TaskSuite, evaluate
     from gna.models import load_model
 
     model, tok = load_model({"path": str(ROOT / "data/models/micro-llama")})

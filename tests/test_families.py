@@ -11,10 +11,10 @@ import pytest
 import torch
 import transformers as tf
 
-from gna.config_checks import structure
+from gna.config.checks import structure
 from gna.errors import UnknownArchitectureError
 from gna.interventions import ablate_heads, capture_layer_inputs, start_at_layer, truncate
-from gna.mixing import mamba2_apply, mamba2_terms
+from gna.patterns.mixing import mamba2_apply, mamba2_terms
 from gna.models import adapter_for, attach_adapter, describe, load_model
 from gna.models.adapters.attention import AttentionAdapter
 from gna.models.tiny import ALL_FAMILIES, MORE_FAMILIES, build_tiny_model
@@ -87,7 +87,7 @@ def test_describes_every_token_mixer_with_its_heads(tiny_model, family):
 @pytest.mark.parametrize("family", ALL_FAMILIES)
 @pytest.mark.parametrize("shape", [{}, {"layers": 3, "hidden": 64, "heads": 2}])
 def test_config_check_counts_the_heads_the_adapter_describes(tiny_model_dir, tiny_model, family, shape):
-    """``gna.config_checks.structure`` (k <= heads checks, before any job) reads config.json alone,
+    """``gna.config.checks.structure`` (k <= heads checks, before any job) reads config.json alone,
     through the family's adapter: the same numbers as the loaded model's description."""
     spec = SCAN_SPEC.get(family, {})
     model, _ = tiny_model(family, spec=spec, **shape)

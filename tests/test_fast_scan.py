@@ -84,9 +84,9 @@ def test_the_plans_scan_peak_holds_against_the_measured_peak_of_a_real_width_sli
     (0.75x to 2.5x of the profiler's peak; the estimate may be high, never much lower)."""
     from test_plan import HIGH, HW, LOW, measured_peak
 
-    from gna.attribution import atp_scan
+    from gna.scan.attribution import atp_scan
     from gna.plan import estimate as E
-    from gna.scan import _select, scan_heads
+    from gna.scan import scan_heads, select_mixers as _select
 
     model, info = _real_width_slice("llama-1b")
     enc = _probe_like(4, 40, info.vocab)
@@ -158,7 +158,7 @@ def test_gathered_logits_equal_the_full_head_at_the_scored_positions_in_bf16_and
 
 
 def test_the_sequential_guard_samples_until_its_bound_is_below_the_level():
-    from gna.attribution_scan import attribution_ranking, guard_summary, upper_bound
+    from gna.scan.attribution_ranking import attribution_ranking, guard_summary, upper_bound
     from gna.models import load_model
     from gna.probes.kv import generate_kv_probe
     from gna.probes.scoring import encode

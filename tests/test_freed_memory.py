@@ -1,4 +1,4 @@
-"""A CPU model job keeps the memory it frees (gna.pipeline.keep_freed_memory): the next step's
+"""A CPU model job keeps the memory it frees (gna.jobs.script_job.keep_freed_memory): the next step's
 tensors of the same sizes reuse it instead of faulting fresh pages in from the kernel."""
 import subprocess
 import sys
@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STEPS = """\
 import resource, sys
 import torch
-from gna.pipeline import keep_freed_memory
+from gna.jobs.script_job import keep_freed_memory
 
 if sys.argv[1] == "keep":
     keep_freed_memory()

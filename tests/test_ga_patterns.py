@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from gna.errors import ProbeError
-from gna.ga_patterns import Segments, classify_heads, pattern_scores, segment
+from gna.patterns.ga_roles import Segments, classify_heads, pattern_scores, segment
 from gna.models import describe
 from gna.probes.kv import generate_kv_probe
 

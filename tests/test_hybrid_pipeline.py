@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gna.errors import ConfigError, ProbeError
-from gna.evaluate import TaskSuite
+from gna.evaluation.lm_eval_bridge import TaskSuite
 from gna.experiments.distill_data import (WebStream, checkpoint_dir, heldout_perplexity, make_stream, seq_len_of,
                                           stage_steps)
 from gna.experiments.ssm_masking import export_mc_examples, masked_accuracy, masking_rows, ssm_ga_heads

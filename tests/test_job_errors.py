@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gna import pipeline
+from gna.jobs import script_job as pipeline
 from gna.errors import HeadIndexError
 from test_cli import FakeSnakemake
 

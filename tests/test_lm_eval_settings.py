@@ -5,10 +5,10 @@ import pytest
 import torch
 import yaml
 
-from gna.config_schema import with_defaults
+from gna.config.schema import with_defaults
 from gna.errors import ConfigError
 from gna.experiments.run import evaluation_rows
-from gna.lm_eval_047 import LM_EVAL_047, OFFICIAL_SETTINGS, task_config
+from gna.evaluation.lm_eval_047 import LM_EVAL_047, OFFICIAL_SETTINGS, task_config
 from gna.models import load_model
 
 pytestmark = pytest.mark.oldest  # also run on the lowest supported transformers (.ci/run)
@@ -93,7 +93,7 @@ def test_swde_v0_uses_prompt_and_value_unstripped(monkeypatch):
 
 
 def test_a_few_shot_bbh_under_047_definitions_is_refused_before_any_work():
-    from gna.evaluate import evaluate
+    from gna.evaluation.lm_eval_bridge import evaluate
     with pytest.raises(ConfigError, match="bbh"):
         evaluate(torch.nn.Linear(1, 1), None, ["bbh"], _Suite(), num_fewshot={"bbh": 3},
                  task_definitions=LM_EVAL_047)

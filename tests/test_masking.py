@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from gna.errors import InterventionError, ProbeError
-from gna.ga_masks import aggregate_mask, ga_head_masks, gather_mask, segment_mmlu_prompt, stack_masks
+from gna.patterns.ga_masks import aggregate_mask, ga_head_masks, gather_mask, segment_mmlu_prompt, stack_masks
 from gna.interventions import ablate_heads
 from gna.interventions.masked_mixing import masked_mixers
-from gna.mixing import mamba2_apply, mamba2_terms
+from gna.patterns.mixing import mamba2_apply, mamba2_terms
 from gna.models import describe
 
 pytestmark = pytest.mark.oldest  # also run on the lowest supported transformers (.ci/run)

@@ -10,11 +10,11 @@ import pytest
 import torch
 import yaml
 
-from gna.config_schema import with_defaults
+from gna.config.schema import with_defaults
 from gna.errors import ConfigError
 from gna.experiments.distill_data import WebStream, make_stream, stage_data
 from gna.hybrid import build_student, distill, lr_factor, stage_options, stage_trainable
-from gna.hybrid.distillation import check_schedule
+from gna.hybrid.stage_settings import check_schedule
 from gna.models.tiny import build_tiny_model
 
 torch.set_num_threads(1)

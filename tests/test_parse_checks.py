@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gna import config_checks
-from gna.config_schema import with_defaults
+from gna.config import checks as config_checks
+from gna.config.schema import with_defaults
 from gna.errors import UnknownArchitectureError
 from gna.models import attach_adapter, describe
 from gna.models.adapters import adapter_of_config
@@ -129,3 +129,15 @@ def test_a_schema_error_is_one_line_naming_the_key_and_the_rule(tmp_path):
                        "unexpected) (schema rule: additionalProperties False)"],
                       ["config error: experiments.topk_removal.k[1]: 'x' is not of type 'integer' (schema rule: "
                        "type 'integer')"])
+
+
+def test_each_models_config_json_is_read_once(monkeypatch):
+    """The checks read a model's config.json once: the shapes and the named heads share that read."""
+    reads = []
+    real = config_checks.local_model_config
+    monkeypatch.setattr(config_checks, "local_model_config",
+                        lambda path, key=None: reads.append(path) or real(path, key))
+    cfg = copy.deepcopy(BASE)
+    cfg["experiments"]["kv_pairs"].update(named_heads=named("micro-llama", [(1, 0)]))
+    config_checks.check(cfg, lambda m: str(ROOT / cfg["models"][m]["path"]))
+    assert sorted(reads) == sorted(str(ROOT / m["path"]) for m in cfg["models"].values())

@@ -9,7 +9,7 @@ import pytest
 import torch
 import yaml
 
-from gna.config_schema import with_defaults
+from gna.config.schema import with_defaults
 from gna.plan import Hardware, check_profile, dag_jobs, plan, read_profile, summary
 from gna.plan import estimate as E
 
@@ -115,7 +115,7 @@ def test_heldout_perplexity_in_chunks_equals_full_logits_and_its_estimate_holds(
 
 def test_distillation_step_estimate_matches_the_measured_peak(tiny_teacher):
     from gna.hybrid import build_student
-    from gna.hybrid.distillation import _stage3
+    from gna.hybrid.stage_losses import _stage3
 
     teacher, info = tiny_teacher
     student = build_student(teacher, [], state_size=8, chunk_size=16).train()

@@ -13,7 +13,7 @@ import pytest
 
 from gna import io
 from gna.cli import main, parser
-from gna.config_schema import defaults_of
+from gna.config.schema import defaults_of
 from gna.errors import ProbeError
 from gna.probes import guard
 from test_cli import GNA, MICRO_LLAMA, FakeSnakemake, run_script

@@ -301,7 +301,7 @@ def test_path_patching_refuses_what_it_cannot_express(tiny_model, probe):
 def test_paper_dag_and_plan_carry_the_open_questions():
     from pathlib import Path
 
-    from gna.config_schema import with_defaults
+    from gna.config.schema import with_defaults
     from gna.plan import dag_jobs, plan, summary
 
     root = Path(__file__).resolve().parents[1]

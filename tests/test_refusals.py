@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from gna.errors import InterventionError
-from gna.ga_masks import ga_head_masks
+from gna.patterns.ga_masks import ga_head_masks
 from gna.interventions import collect_head_means
 from gna.interventions.masked_mixing import masked_mixers
 from gna.models.tiny import build_tiny_model

@@ -9,7 +9,7 @@ import pytest
 import torch
 import yaml
 
-from gna.config_schema import with_defaults
+from gna.config.schema import with_defaults
 from gna.errors import ConfigError
 from gna.experiments import web_stream as W
 from gna.experiments.distill_data import make_stream

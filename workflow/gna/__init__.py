@@ -1,6 +1,29 @@
 """Gather-and-Aggregate reproduction library.
 
-Everything the Snakemake rules call lives here; the rules and scripts stay thin.
+Everything the Snakemake rules call lives here; the rules and scripts stay thin. One folder per
+responsibility:
+
+- ``config``: a study's config, read and checked at parse time
+- ``jobs``: a Snakemake job's life (job context, batched conditions, devices)
+- ``models``: loading, one adapter per architecture, the models the library implements
+- ``probes``: the KV probe and how a model is scored on it
+- ``interventions``: head ablation, layer swaps, masked mixing (never edit weights)
+- ``scan``: the head scan (exact ablation, attribution estimate, their rankings)
+- ``patterns``: token-mixing matrices, Gather/Aggregate roles, G&A masks
+- ``evaluation``: the lm-eval bridge
+- ``experiments``: one module per experiment's computation
+- ``questions``: the open questions the paper leaves
+- ``hybrid``: retrieval-aware hybrid distillation
+- ``micro``: the micro study's world, tasks and models
+- ``plan``: the resource plan of a study
+- ``report``: tables, figures and findings
+
+beside ``errors`` (what a user can act on), ``io`` (atomic outputs) and ``cli`` (the ``gna``
+command). Old module names (``gna.pipeline``, ``gna.mixing``, ...) still import, with a
+DeprecationWarning, for one release (:mod:`gna.deprecated_names`).
 """
+from . import deprecated_names as _deprecated_names
+
+_deprecated_names.install()
 
 __version__ = "0.1.0"

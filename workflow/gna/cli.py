@@ -62,7 +62,7 @@ def describe_table(model) -> str:
 def cmd_describe(args) -> int:
     from .models import load_model
 
-    from .devices import check_device
+    from .jobs.devices import check_device
 
     check_device(args.device, key="--device")
     model, _ = load_model(_spec(args), with_tokenizer=False)
@@ -125,7 +125,7 @@ def check_scan_args(args) -> None:
         Path(tempfile.mkdtemp(prefix=".gna-scan-", dir=where)).rmdir()
     except OSError as e:
         raise ConfigError(f"--out {args.out}: cannot create a directory in {where}: {e.strerror}") from None
-    from .devices import check_device
+    from .jobs.devices import check_device
 
     check_device(args.device, key="--device")  # before the model loads, naming the flag typed
 
@@ -134,16 +134,16 @@ def cmd_scan(args) -> int:
     import pandas as pd
     import torch
 
-    from .ga_patterns import classify_heads
+    from .patterns.ga_roles import classify_heads
     from .io import atomic_path, write_csv
-    from .pipeline import provenance
+    from .jobs.script_job import provenance
     from .models import load_model
     from .probes.guard import check_probe
     from .probes.kv import generate_kv_probe, probe_sha256, write_jsonl
     from .probes.scoring import encode
     from .report import heatmaps
     from .report.common import save_figure
-    from .attribution_scan import guard_summary
+    from .scan.attribution_ranking import guard_summary
     from .errors import ConfigError
     from .scan import scan, top_k
 
@@ -162,7 +162,7 @@ def cmd_scan(args) -> int:
                           what=f"the KV probe ({args.format} format, {args.pairs} pairs, separator {args.separator!r})")
     # Roles come from token-mixing matrices: a kind without one is ranked but not classified (said
     # now, not after the scan).
-    from .mixing import has_mixing_matrix
+    from .patterns.mixing import has_mixing_matrix
     from .models import describe
 
     mixers = describe(model).mixers
@@ -355,7 +355,7 @@ def cmd_export(args) -> int:
         raise ConfigError("give --model (its config.json has the layers and head width) or --n-layers and --head-dim")
     cfg = None
     if args.model is not None:
-        from .architectures import config_of
+        from .config.architectures import config_of
 
         cfg = config_of(args.model) or {}
     n_layers = args.n_layers or int(cfg.get("num_hidden_layers") or 0)

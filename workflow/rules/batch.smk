@@ -3,7 +3,7 @@
 # With batch_conditions != 1, the conditions of one rule (up to batch_conditions of them; 0: all)
 # run in one job, rule `batch`: it runs the rule's own script once per condition, in one process,
 # with that condition's params, input, output and log, computed from the rule itself (its params and
-# inputs stay the one definition; gna.condition_batches). Output names are the rule's, so every
+# inputs stay the one definition; gna.jobs.condition_batches). Output names are the rule's, so every
 # consumer is unchanged. With 1 (the default; the paper preset) no batch rule exists and the DAG is
 # one job per condition.
 #
@@ -15,7 +15,7 @@
 # its own state size.
 import re
 
-from gna import condition_batches as batches
+from gna.jobs import condition_batches as batches
 
 BATCH_CONDITIONS = config["batch_conditions"]
 

@@ -4,7 +4,7 @@ import os
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from gna import config_checks
+from gna.config import checks as config_checks
 from gna.experiments.distill_variants import WILDCARD as VARIANT_WILDCARD
 from gna.experiments.distill_variants import distill_variants
 from gna.experiments.distill_ranks import check_split, cpus_per_rank, launch_resources, stage_world
@@ -30,7 +30,7 @@ def _sorted_keys(value):
 _canonical = _sorted_keys(dict(config))
 config.clear()
 config.update(_canonical)
-# Fills in the schema's defaults (gna.config_schema): below, the rules read those keys directly.
+# Fills in the schema's defaults (gna.config.schema): below, the rules read those keys directly.
 try:
     validate(config, schema="../schemas/config.schema.yaml")
 except WorkflowError:  # one line naming the key and the rule, not the failing part of the schema
@@ -141,7 +141,7 @@ def lm_eval_params():
 
 
 def result_fields(model, experiment, teacher=None, **extra):
-    """The columns that name an evaluation job's rows (gna.evaluate.tidy): model, teacher where there is
+    """The columns that name an evaluation job's rows (gna.evaluation.lm_eval_bridge.tidy): model, teacher where there is
     one, experiment, the job's own ``extra``, and the study's seed."""
     return {"model": model, **({"teacher": teacher} if teacher else {}), "experiment": experiment, **extra,
             "seed": config["seed"]}

@@ -13,7 +13,7 @@
 #                                (gna.micro.recipes.FAMILY_PRESETS); world/corpus merged by key
 
 
-from gna.config_schema import defaults_of
+from gna.config.schema import defaults_of
 
 # Validated (common.smk): the schema's defaults are in. A study without micro retrains nothing, and
 # compares nothing with the shipped models where the defaults put them. (Included on its own, as in

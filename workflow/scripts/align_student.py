@@ -7,7 +7,7 @@ from gna.experiments.distill_data import checkpoint_dir, input_stamp, make_strea
 from gna.hybrid import align_student
 from gna.io import atomic_path, write_json
 from gna.models import load_model
-from gna.pipeline import first_input, job
+from gna.jobs.script_job import first_input, job
 
 with job(snakemake) as log:
     p = snakemake.params

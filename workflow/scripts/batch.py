@@ -1,5 +1,5 @@
-"""Several conditions of one rule in one process: gna.condition_batches (rule batch, batch.smk)."""
+"""Several conditions of one rule in one process: gna.jobs.condition_batches (rule batch, batch.smk)."""
 
-from gna.condition_batches import run_conditions
+from gna.jobs.condition_batches import run_conditions
 
 run_conditions(snakemake)

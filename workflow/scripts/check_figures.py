@@ -1,6 +1,6 @@
 """results/check_figures.md: this run's figures/ tables and verdicts against the committed ones."""
 from gna.io import write_text
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.report import tolerance
 
 with job(snakemake) as log:

@@ -5,7 +5,7 @@ from pathlib import Path
 from gna.io import atomic_open
 from gna.io import sha256_file
 from gna.micro.compare import compare_model_dirs
-from gna.pipeline import job
+from gna.jobs.script_job import job
 
 with job(snakemake) as log:
     p = snakemake.params

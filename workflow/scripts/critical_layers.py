@@ -5,7 +5,7 @@ import pandas as pd
 
 from gna.experiments.pruning import critical_layers, critical_pair, critical_table, metric_by
 from gna.io import write_csv, write_json
-from gna.pipeline import job
+from gna.jobs.script_job import job
 
 with job(snakemake) as log:
     p = snakemake.params

@@ -5,7 +5,7 @@ import sys
 
 from gna.experiments.distill_ranks import stage_world
 from gna.hybrid.stage_job import stage_on_ranks
-from gna.pipeline import first_input, job
+from gna.jobs.script_job import first_input, job
 
 with job(snakemake):
     p, wc, i = snakemake.params, snakemake.wildcards, snakemake.input

@@ -9,7 +9,7 @@ from gna.experiments.token_shards import write_token_shards  # noqa: E402
 from gna.experiments.web_stream import WebStream, web_sources  # noqa: E402
 from gna.models import ModelSpec  # noqa: E402
 from gna.models.loading import load_tokenizer  # noqa: E402
-from gna.pipeline import job  # noqa: E402
+from gna.jobs.script_job import job  # noqa: E402
 
 with job(snakemake) as log:
     p, t = snakemake.params, snakemake.params.tokens

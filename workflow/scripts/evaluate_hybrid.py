@@ -3,13 +3,13 @@ LAMBADA through lm-eval, plus perplexity on held-out distillation data."""
 
 import pandas as pd
 
-from gna.evaluate import TaskSuite
+from gna.evaluation.lm_eval_bridge import TaskSuite
 from gna.experiments.distill_data import heldout_perplexity, make_stream
 from gna.experiments.distill_variants import parse_variant
 from gna.experiments.run import evaluation_rows
 from gna.io import write_csv
 from gna.models import describe, load_model
-from gna.pipeline import first_input, job
+from gna.jobs.script_job import first_input, job
 from gna.probes.kv import lm_eval_task_config, read_jsonl
 from gna.probes.top1 import kv_top1
 

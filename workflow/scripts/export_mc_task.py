@@ -1,8 +1,8 @@
 """A multiple-choice task's rows {prompt, choices, answer}, as lm-eval builds them (masking experiment)."""
 
-from gna.evaluate import TaskSuite
+from gna.evaluation.lm_eval_bridge import TaskSuite
 from gna.experiments.ssm_masking import export_mc_examples
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.probes.kv import write_jsonl
 
 with job(snakemake) as log:

@@ -1,7 +1,7 @@
 """figures/findings.md: the paper's claims, checked against this run's tables."""
 from pathlib import Path
 
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.report import findings
 
 with job(snakemake) as log:

@@ -1,5 +1,5 @@
 """One KV retrieval in several prompt formats, on the same keys, values and queries (gna.questions.formats)."""
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.probes.kv import write_jsonl
 from gna.questions.formats import format_probes, key_pool
 

@@ -1,7 +1,7 @@
 """Heatmaps of the top Gather and Aggregate heads of each model on one KV prompt."""
 
 from gna.models import load_model
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.probes.kv import read_jsonl
 from gna.report import heatmaps
 

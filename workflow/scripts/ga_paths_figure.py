@@ -1,5 +1,5 @@
 """figures/ga_paths.*: the Gather-to-Aggregate matrix of path-patched KV drops."""
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.questions import figures
 
 with job(snakemake):

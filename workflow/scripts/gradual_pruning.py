@@ -2,7 +2,7 @@
 
 from gna.experiments.run import evaluation_rows
 from gna.io import write_csv
-from gna.pipeline import job
+from gna.jobs.script_job import job
 
 with job(snakemake):
     p = snakemake.params

@@ -1,5 +1,5 @@
 """One self-contained HTML page per scanned model: its ranking and patterns, the others beside it."""
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.report import explorer
 
 with job(snakemake):

@@ -11,7 +11,7 @@ from gna.experiments.head_selection import keeping_plan, mmlu_heads, named_role_
 from gna.experiments.pruning import metric_by
 from gna.experiments.run import evaluation_rows
 from gna.io import write_csv
-from gna.pipeline import job
+from gna.jobs.script_job import job
 
 with job(snakemake) as log:
     p, w = snakemake.params, snakemake.wildcards

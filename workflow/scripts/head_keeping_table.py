@@ -1,5 +1,5 @@
 """Table 1: MMLU and knowledge with only the G&A heads of the critical layers kept (four conditions)."""
-from gna.pipeline import job, per_model
+from gna.jobs.script_job import job, per_model
 from gna.report import heads
 
 with job(snakemake):

@@ -3,7 +3,7 @@ import pandas as pd
 
 from gna.io import sha256_file, write_csv
 from gna.models import load_model
-from gna.pipeline import job, provenance
+from gna.jobs.script_job import job, provenance
 from gna.probes.kv import read_jsonl
 from gna.probes.scoring import encode, score
 from gna.questions.pairs import greedy_minimal_set, pair_interactions

@@ -1,5 +1,5 @@
 """figures/head_pairs.*: the pair-interaction matrices and the greedy smallest set beside the top-k."""
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.questions import figures
 
 with job(snakemake):

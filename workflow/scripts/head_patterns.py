@@ -2,7 +2,7 @@
 import pandas as pd
 
 from gna.models import load_model
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.probes.kv import read_jsonl
 from gna.report import explorer
 

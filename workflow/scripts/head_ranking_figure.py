@@ -1,5 +1,5 @@
 """Figure and table of the top heads of every scanned model."""
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.report import head_ranking
 
 with job(snakemake):

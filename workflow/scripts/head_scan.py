@@ -1,10 +1,10 @@
 """Rank every head by the KV-retrieval drop when it alone is ablated (scan.method); classify the top ones."""
 
-from gna.attribution_scan import guard_summary
-from gna.ga_patterns import classify_heads
+from gna.scan.attribution_ranking import guard_summary
+from gna.patterns.ga_roles import classify_heads
 from gna.io import write_csv
 from gna.models import load_model
-from gna.pipeline import job, provenance
+from gna.jobs.script_job import job, provenance
 from gna.probes.guard import check_probe
 from gna.probes.kv import probe_sha256, read_jsonl
 from gna.probes.scoring import encode

@@ -1,5 +1,5 @@
 """Section 5.3: Zamba2's attention heads masked at the answer row (or ablated), MMLU and knowledge."""
-from gna.pipeline import job, per_model
+from gna.jobs.script_job import job, per_model
 from gna.report import hybrid_attention
 
 with job(snakemake):

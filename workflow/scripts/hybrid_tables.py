@@ -1,5 +1,5 @@
 """The follow-up's tables and figures: hybrid students by kept heads, and by SSM state size."""
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.report import hybrid_distillation
 
 with job(snakemake):

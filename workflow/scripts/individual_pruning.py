@@ -6,7 +6,7 @@ import pandas as pd
 
 from gna.experiments.run import evaluation_rows
 from gna.io import write_csv
-from gna.pipeline import job
+from gna.jobs.script_job import job
 
 with job(snakemake) as log:
     p = snakemake.params

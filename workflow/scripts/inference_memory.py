@@ -1,7 +1,7 @@
 """Inference-memory tables: formula vs published, and measured caches of the study's models."""
 
 from gna.models import load_model
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.report import memory
 
 with job(snakemake):

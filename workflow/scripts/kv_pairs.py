@@ -6,12 +6,12 @@ in that role."""
 
 import pandas as pd
 
-from gna.evaluate import TaskSuite
+from gna.evaluation.lm_eval_bridge import TaskSuite
 from gna.experiments.head_selection import role_heads
 from gna.experiments.run import evaluation_rows
 from gna.io import write_csv
 from gna.models import load_model
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.probes.kv import lm_eval_task_config
 
 with job(snakemake) as log:

@@ -1,5 +1,5 @@
 """Fig. 4: KV retrieval vs the number of pairs, without the Gather or the Aggregate head."""
-from gna.pipeline import job, per_model
+from gna.jobs.script_job import job, per_model
 from gna.report import heads
 
 with job(snakemake):

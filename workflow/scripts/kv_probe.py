@@ -1,5 +1,5 @@
 """Generate one KV-retrieval probe set (JSONL, readable by the scorer and by lm-eval)."""
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.probes.kv import generate_kv_probe, write_jsonl
 
 with job(snakemake) as log:

@@ -6,7 +6,7 @@ from gna.experiments.run import evaluation_rows
 from gna.hybrid import swap_teacher_layer
 from gna.io import write_csv
 from gna.models import load_model
-from gna.pipeline import job
+from gna.jobs.script_job import job
 
 with job(snakemake) as log:
     p, cond = snakemake.params, snakemake.wildcards.condition

@@ -1,5 +1,5 @@
 """Fig. 7: MMLU and knowledge with one transformer layer swapped into the aligned SSM."""
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.report import layer_swap
 
 with job(snakemake):

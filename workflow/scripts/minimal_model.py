@@ -3,7 +3,7 @@ import pandas as pd
 
 from gna.experiments.pruning import minimal_depth
 from gna.io import write_csv, write_json
-from gna.pipeline import job
+from gna.jobs.script_job import job
 
 with job(snakemake) as log:
     table = pd.concat([pd.read_csv(f) for f in snakemake.input], ignore_index=True)

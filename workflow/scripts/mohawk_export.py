@@ -2,7 +2,7 @@
 import pandas as pd
 
 from gna.io import write_text
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.questions.mohawk import export, model_head_dim
 
 with job(snakemake) as log:

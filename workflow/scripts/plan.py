@@ -1,6 +1,6 @@
 """The study's resource plan: every job of its DAG with estimated GPU memory, host memory, hours."""
 from gna.experiments.distill_ranks import cpus_per_rank, stage_world
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.plan import Hardware, dag_jobs, plan, read_profile, write
 
 with job(snakemake) as log:

@@ -1,5 +1,5 @@
 """figures/probe_formats.*: per-format ranks of the top heads, rank correlations, format-sensitive heads."""
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.questions import figures
 
 with job(snakemake):

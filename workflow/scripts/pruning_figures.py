@@ -1,5 +1,5 @@
 """Figs. 2-3 and their table."""
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.report import pruning
 
 with job(snakemake):

@@ -6,7 +6,7 @@ from gna.micro.tasks import micro_vocabulary
 from gna.micro.tokenizer import word_level_tokenizer
 from gna.micro.world import WorldConfig
 from gna.models.tiny import build_tiny_model
-from gna.pipeline import job
+from gna.jobs.script_job import job
 
 with job(snakemake) as log:
     spec = dict(snakemake.params.spec)

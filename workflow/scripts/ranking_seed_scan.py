@@ -1,7 +1,7 @@
 """The exact head scan on the KV probe of another seed (the ranking over probe seeds)."""
 from gna.io import sha256_file, write_csv
 from gna.models import load_model
-from gna.pipeline import job, provenance
+from gna.jobs.script_job import job, provenance
 from gna.probes.kv import read_jsonl
 from gna.probes.scoring import encode
 from gna.scan import scan

@@ -2,7 +2,7 @@
 import pandas as pd
 
 from gna.io import sha256_file, write_csv
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.questions.stability import rank_spread, stable_ranking
 
 with job(snakemake) as log:

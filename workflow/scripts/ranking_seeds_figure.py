@@ -1,5 +1,5 @@
 """figures/ranking_seeds.*: the top heads' mean rank over probe seeds with min-max error bars."""
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.questions import figures
 
 with job(snakemake):

@@ -3,7 +3,7 @@
 from gna.experiments.row_sweep import sweep_rows
 from gna.io import write_csv
 from gna.models import load_model
-from gna.pipeline import config_hash, job, provenance
+from gna.jobs.script_job import config_hash, job, provenance
 from gna.probes.kv import read_jsonl
 
 with job(snakemake) as log:

@@ -1,5 +1,5 @@
 """Row-mask sweep: MMLU per masked position set of the prompt, per model and head set."""
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.report import row_sweep
 
 with job(snakemake):

@@ -5,7 +5,7 @@ import pandas as pd
 from gna.experiments.ssm_masking import masking_rows, named_ssm_heads, ssm_ga_heads
 from gna.io import write_csv
 from gna.models import load_model
-from gna.pipeline import config_hash, job, provenance
+from gna.jobs.script_job import config_hash, job, provenance
 from gna.probes.kv import read_jsonl
 
 with job(snakemake) as log:

@@ -1,5 +1,5 @@
 """SSM masking (Fig. 5 / slides): MMLU with the SSM's G&A heads masked fully or to their pattern."""
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.report import ssm_masking
 
 with job(snakemake):

@@ -1,7 +1,7 @@
 """The top-k removal figure, from its table."""
 import pandas as pd
 
-from gna.pipeline import job
+from gna.jobs.script_job import job
 from gna.report import heads
 from gna.report.common import save_figure
 

@@ -1,6 +1,6 @@
 """The slide tables: top-k KV heads removed beside the random-k control (topk_removal), and ARC-C
 chat vs regular (arc_chat), ours beside the published numbers."""
-from gna.pipeline import job, per_model
+from gna.jobs.script_job import job, per_model
 from gna.report import heads
 
 TITLES = {"topk_removal": "Removing the top-k KV-retrieval heads (slide tables)",

@@ -1,7 +1,7 @@
 """Train one micro model from scratch (gna.micro.train) into the rule's output directory."""
 
 from gna.micro.train import train
-from gna.pipeline import job
+from gna.jobs.script_job import job
 
 with job(snakemake) as log:
     p = snakemake.params

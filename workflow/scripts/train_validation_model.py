@@ -1,6 +1,6 @@
 """Train one of the fast scan's validation models (gna.micro.validation_models) into the rule's output."""
 from gna.micro.train import train
-from gna.pipeline import job
+from gna.jobs.script_job import job
 
 with job(snakemake) as log:
     spec = snakemake.params.spec

@@ -31,9 +31,9 @@ import torch
 from tqdm import tqdm
 
 from ..errors import ProbeError
-from ..ga_masks import prompt_offsets, segment_mmlu_prompt
+from ..patterns.ga_masks import prompt_offsets, segment_mmlu_prompt
 from ..interventions.rows import mask_head_rows
-from ..probes.scoring import batch_choice_logprobs, encode, iter_batches
+from ..probes.scoring import encode, masked_choice_logprobs
 
 log = logging.getLogger(__name__)
 
@@ -91,19 +91,15 @@ def row_masked_accuracy(model, tokenizer, examples: list[dict], heads, condition
     def positions(B: int, T: int) -> torch.Tensor:
         return current[0]
 
-    logprobs = torch.empty(len(enc), enc.n_choices, dtype=torch.float64)
+    def set_masks(batch, rows: list[int]) -> None:
+        mask = torch.zeros(*batch.input_ids.shape, dtype=torch.bool)
+        if condition != "none":
+            for r, e in enumerate(rows):
+                mask[r, sets[e][condition]] = True
+        current[:] = [mask.to(device)]
+
     with mask_head_rows(model, heads, positions):
-        for batch in iter_batches(enc, batch_size):
-            B, T = batch.input_ids.shape
-            rows = [int(e) for e in batch.examples for _ in range(1 if enc.one_row else enc.n_choices)]
-            mask = torch.zeros(B, T, dtype=torch.bool)
-            if condition != "none":
-                for r, e in enumerate(rows):
-                    mask[r, sets[e][condition]] = True
-            current[:] = [mask.to(device)]
-            b = batch.to(device)
-            out = model(input_ids=b.input_ids, attention_mask=b.attention_mask, use_cache=False)
-            logprobs[batch.examples] = batch_choice_logprobs(out.logits, b).cpu()
+        logprobs = masked_choice_logprobs(model, enc, batch_size, set_masks)
     return (logprobs.argmax(-1) == enc.answers).double().mean().item()
 
 

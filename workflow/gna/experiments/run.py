@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..evaluate import TaskSuite, evaluate, tidy
+from ..evaluation.lm_eval_bridge import TaskSuite, evaluate, tidy
 from ..interventions.vocabulary import label
 from ..models import load_model
-from ..pipeline import config_hash, provenance
+from ..jobs.script_job import config_hash, provenance
 
 
 def evaluation_rows(spec: dict, tasks: list[str], interventions: list[dict], eval_cfg: dict,

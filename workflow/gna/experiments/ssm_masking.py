@@ -1,7 +1,7 @@
 """Masking the SSM's G&A heads on MMLU-format prompts (slides, section 5; PROTOCOL 6).
 
 Per prompt, the chosen heads' token-mixing matrices are multiplied by a mask built from the
-prompt's answer-choice segments (:func:`gna.ga_masks.segment_mmlu_prompt`):
+prompt's answer-choice segments (:func:`gna.patterns.ga_masks.segment_mmlu_prompt`):
 
 - ``none``: all ones (the model itself, through the same masked code path);
 - ``full``: the chosen heads are zeroed (they mix nothing);
@@ -23,10 +23,10 @@ import pandas as pd
 import torch
 
 from ..errors import ProbeError
-from ..ga_masks import ga_head_masks, prompt_offsets, segment_mmlu_prompt, stack_masks
+from ..patterns.ga_masks import ga_head_masks, prompt_offsets, segment_mmlu_prompt, stack_masks
 from ..interventions.masked_mixing import masked_mixers
 from ..models import describe
-from ..probes.scoring import batch_choice_logprobs, encode, iter_batches
+from ..probes.scoring import encode, masked_choice_logprobs
 
 log = logging.getLogger(__name__)
 
@@ -126,22 +126,16 @@ def masked_accuracy(model, tokenizer, examples: list[dict], heads: dict[str, lis
     roles = _roles_by_mixer(heads)
     n_heads = {key: desc.mixer(*key).n_heads for key in roles}
     device = next(model.parameters()).device
-    C = enc.n_choices
-    logprobs = torch.empty(len(enc), C, dtype=torch.float64)
     with masked_mixers(model, {key: torch.ones(1, n_heads[key], 1, 1) for key in roles}) as handle:
         # placeholder masks; every batch replaces them with its own (B, H, T, T)
-        for batch in iter_batches(enc, batch_size):
+        def set_masks(batch, rows: list[int]) -> None:
             T = batch.input_ids.shape[1]
-            rows = [int(e) for e in batch.examples for _ in range(1 if enc.one_row else C)]
             lengths = batch.attention_mask.sum(1).tolist()
-            masks = {}
-            for key, r in roles.items():
-                masks[key] = stack_masks([ga_head_masks(segs[e], int(t), n_heads[key], r, mode)
-                                          for e, t in zip(rows, lengths)], T).to(device)
-            handle.update(masks)
-            b = batch.to(device)
-            out = model(input_ids=b.input_ids, attention_mask=b.attention_mask, use_cache=False)
-            logprobs[batch.examples] = batch_choice_logprobs(out.logits, b).cpu()
+            handle.update({key: stack_masks([ga_head_masks(segs[e], int(t), n_heads[key], r, mode)
+                                             for e, t in zip(rows, lengths)], T).to(device)
+                           for key, r in roles.items()})
+
+        logprobs = masked_choice_logprobs(model, enc, batch_size, set_masks)
     correct = logprobs.argmax(-1) == enc.answers
     return {"acc": correct.double().mean().item(), "n": len(enc), "with_pattern": sum(s is not None for s in segs),
             "logprobs": logprobs}
@@ -178,7 +172,7 @@ def export_mc_examples(task: str, suite, limit: int | None = None) -> list[dict]
     the requests lm-eval itself builds: ``prompt`` is the context (description and few-shot
     included), ``choices`` the continuations (target delimiter included), ``answer`` the gold index.
 
-    ``suite``: a :class:`gna.evaluate.TaskSuite` (micro tasks from JSONL, or lm-eval's registry).
+    ``suite``: a :class:`gna.evaluation.lm_eval_bridge.TaskSuite` (micro tasks from JSONL, or lm-eval's registry).
     Tasks whose choices have different contexts (Winogrande-style) are refused: their choices
     share no prompt to segment and mask.
     """

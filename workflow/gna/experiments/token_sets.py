@@ -18,7 +18,7 @@ def token_sets(config: dict) -> dict[str, dict]:
     "split", "seed", "rows", "readers"}`` (``readers``: ``align``, ``stage1``-``stage3``,
     ``heldout``). Jobs reading the same mix share a folder, holding the rows of the longest of
     them: stages 2 and 3 of the paper preset read one 2e10-token folder. Empty for micro data.
-    ``config``: validated, the schema's defaults filled in (gna.config_schema.with_defaults)."""
+    ``config``: validated, the schema's defaults filled in (gna.config.schema.with_defaults)."""
     ex = config["experiments"]
     sets: dict[str, dict] = {}
 

@@ -4,7 +4,8 @@ building students from a teacher and its head ranking, the MOHAWK-style stages, 
 The student's architecture and adapter are models like any other: :mod:`gna.models.hybrid_student`
 and :mod:`gna.models.adapters.hybrid_student`.
 """
-from .distillation import PAPER_TOKENS, distill, lr_factor, stage_options, stage_trainable
+from .distillation import distill
+from .stage_settings import PAPER_TOKENS, lr_factor, stage_options, stage_trainable
 from .student import build_student, heads_from_ranking, random_heads, student_config, to_llamba
 from .swap import AttentionLayerShim, align_student, swap_teacher_layer
 

@@ -28,7 +28,8 @@ from ..errors import ConfigError
 from ..experiments.distill_ranks import run_ranks
 from ..io import atomic_path, write_json
 from ..models import describe, load_model
-from .distillation import distill, stage_options
+from .distillation import distill
+from .stage_settings import stage_options
 from .distributed import current, process_group
 from .student import build_student, heads_from_ranking, random_heads
 

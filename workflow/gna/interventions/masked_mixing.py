@@ -11,7 +11,7 @@ applied, so sample ``b``'s head ``h`` mixes with ``matrix[b, h] * mask[b, h]``:
   :mod:`gna.hybrid` student; any module that dispatches through transformers'
   ``AttentionInterface``). Other attention modules keep their own implementation.
 - Mamba-2 (transformers' Mamba2 and Zamba2 mixers): a forward hook replaces the output by
-  ``out_proj(norm(masked_matrix @ x, gate))`` from :func:`gna.mixing.mamba2_terms`; the mask
+  ``out_proj(norm(masked_matrix @ x, gate))`` from :func:`gna.patterns.mixing.mamba2_terms`; the mask
   acts on the SSD matrix including its D diagonal, before the gated norm, whose statistics are
   those of the unmasked output (its groups span several heads: masking one head must not
   rescale the others).
@@ -21,7 +21,7 @@ Heads that should run unchanged get all-ones rows. Everything is undone on exit 
 the module's config attribute put back): weights are never touched. Full-sequence forwards only
 (``use_cache=False``): a mask describes a whole (T, T) matrix, not one decoding step.
 
-The G&A masks of the MMLU-format experiment are built by :mod:`gna.ga_masks`.
+The G&A masks of the MMLU-format experiment are built by :mod:`gna.patterns.ga_masks`.
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, AttentionInterf
 from transformers.models.llama.modeling_llama import eager_attention_forward as _llama_eager
 
 from ..errors import InterventionError
-from ..mixing import _is_hf_mamba2, mamba2_apply, mamba2_terms
+from ..patterns.mixing import _is_hf_mamba2, mamba2_apply, mamba2_terms
 from ..models import adapter_for
 from ..models.description import Mixer
 from .hooks import during_invocation

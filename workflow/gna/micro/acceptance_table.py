@@ -59,7 +59,7 @@ def micro_table_row(model_dir: str | os.PathLike, data_dir: str | os.PathLike, s
     """One row of the acceptance table for the model in ``model_dir`` (see the module doc)."""
     import torch
 
-    from ..evaluate import TaskSuite, evaluate
+    from ..evaluation.lm_eval_bridge import TaskSuite, evaluate
     from ..models import load_model
 
     model, tok = load_model({"path": str(model_dir)})

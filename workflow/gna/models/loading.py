@@ -8,10 +8,10 @@ from pathlib import Path
 
 import torch
 
-from ..devices import check_device
+from ..jobs.devices import check_device
 from ..errors import GnaError, ModelLoadError
 from .adapters import attach_adapter
-from .spec import ModelSpec
+from .spec import ModelSpec, names_a_directory
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
@@ -29,7 +29,7 @@ def _hub_config(spec: ModelSpec) -> dict | None:
 
         return json.loads(Path(hf_hub_download(spec.path, "config.json", revision=spec.revision)).read_text())
     except Exception:  # not cached offline, no network, gated: from_pretrained reports it below
-        from ..architectures import shipped_config
+        from ..config.architectures import shipped_config
 
         return shipped_config(spec.path)
 
@@ -39,7 +39,7 @@ def _check_source(spec: ModelSpec) -> None:
     if p.is_dir():
         if not (p / "config.json").is_file():
             raise ModelLoadError(f"model directory {spec.path!r} has no config.json")
-    elif spec.path.startswith((".", "/", "~")) or spec.path.count("/") > 1:
+    elif names_a_directory(spec.path):
         raise ModelLoadError(f"model directory {spec.path!r} does not exist (and it is not a Hugging Face id)")
 
 
@@ -79,7 +79,7 @@ _LOAD_ERRORS = _load_errors()
 
 def name_config_keys(sources: dict[str, str]) -> None:
     """Remember ``{model source (path or id): config key}`` (``models.<name>``) so that a load
-    error names the config entry; :func:`gna.pipeline.job` sets it from the study config for the
+    error names the config entry; :func:`gna.jobs.script_job.job` sets it from the study config for the
     job's duration (replacing what was there; ``{}`` forgets)."""
     _CONFIG_KEYS.clear()
     _CONFIG_KEYS.update({os.path.normpath(src): key for src, key in sources.items()})
@@ -153,7 +153,7 @@ def _load_model(spec: ModelSpec, with_tokenizer: bool):
     elif raw is not None and not raw.get("model_type"):  # a config.json without model_type
         from transformers import AutoConfig
 
-        from ..architectures import model_type_of
+        from ..config.architectures import model_type_of
 
         mtype = model_type_of(raw, spec.family, where=f"{spec.path}/config.json")  # else a ConfigError
         fields = {k: v for k, v in raw.items() if k != "architectures"}

@@ -8,6 +8,8 @@ family that is neither described nor listed. Importing this needs no torch.
 """
 from __future__ import annotations
 
+import re
+
 _ENCODER = ("an encoder (BERT-style) or encoder-decoder architecture run as a decoder, not a decoder-only "
             "language model")
 _MULTIMODAL = "a multimodal model whose causal-LM class wraps a vision or audio encoder: load its text decoder"
@@ -92,6 +94,13 @@ REFUSED: dict[str, str] = {
 
 NOT_IN_LOWEST_SUPPORTED = frozenset({"dory", "inkling2_loop_text", "inkling2_text", "lara_mini", "lfm3"})
 """Refused model types that the lowest supported transformers (pyproject.toml's bound) does not have yet."""
+
+
+LINEAR_ATTENTION = re.compile(r"delta|linear|lightning|retention|gated_?la", re.IGNORECASE)
+"""Class names of token mixers that sit at ``self_attn`` but are recurrences (Kimi-Linear's and
+Bailing-hybrid's delta attention, MiniMax's lightning attention): no attention pattern to read, no
+softmax heads to describe. The model types above are refused by name before loading; a loaded
+model of a type no entry names is refused by this, by the attention adapter."""
 
 
 def refusal_of(model_type: str | None) -> str | None:

@@ -32,3 +32,10 @@ class ModelSpec:
             from ..errors import ConfigError
             raise ConfigError(f"unknown model spec field(s) {sorted(unknown)}; allowed: {sorted(known)}")
         return cls(**d)
+
+
+def names_a_directory(source: str) -> bool:
+    """Is ``source`` written as a local directory rather than a Hugging Face id (``org/name``)?
+    ``.``, ``/`` or ``~`` first, or more than one ``/``. The loader and the config checks both ask
+    this, so a missing directory is named as one in both places."""
+    return source.startswith((".", "/", "~")) or source.count("/") > 1

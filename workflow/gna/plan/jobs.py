@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from ..architectures import config_of
+from ..config.architectures import config_of
 from ..experiments.distill_data import stage_data
 from ..experiments.distill_ranks import stage_world
 from ..experiments.distill_variants import parse_variant
@@ -93,7 +93,7 @@ def _model_cfg(config: dict, name: str) -> dict:
 
 
 class Study:
-    """The study's config, validated (the schema's defaults filled in: gna.config_schema.with_defaults),
+    """The study's config, validated (the schema's defaults filled in: gna.config.schema.with_defaults),
     and the hardware it is planned for."""
 
     def __init__(self, config: dict, hw: Hardware):
@@ -260,10 +260,10 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
         return Estimate(gpu_gb=(big.weight_bytes + 4 * GB) / GB if big else 1.0,
                         host_gb=E.host_gb(hw, big) if big else 4.0,
                         hours=sum(E.load_seconds(hw, i) for i in infos) / 3600 + 0.05)
-    from ..questions import plan_rows  # the open questions' rules (questions.smk)
+    from . import question_rows  # the open questions' rules (questions.smk)
 
-    if rule in plan_rows.RULES:
-        return plan_rows.estimate(s, rule, wc)
+    if rule in question_rows.RULES:
+        return question_rows.estimate(s, rule, wc)
     raise PlanError(f"plan: no estimator for GPU rule {rule!r}: add one to gna.plan.jobs.estimate_job")
 
 

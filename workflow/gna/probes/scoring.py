@@ -203,6 +203,24 @@ def batch_choice_logprobs(logits: torch.Tensor, batch: ProbeBatch) -> torch.Tens
     return out.view(*lead, E, C)
 
 
+def masked_choice_logprobs(model: nn.Module, encoded: EncodedProbe, batch_size: int,
+                           set_masks: Callable[[ProbeBatch, list[int]], None]) -> torch.Tensor:
+    """(N, C) float64 choice log-probs of ``encoded``, one full forward per batch after
+    ``set_masks(batch, rows)`` has installed that batch's masks (``rows``: the example of each of
+    the batch's rows, one per example or one per choice). The masking experiments' one loop: what
+    they mask differs, how a masked model is scored does not."""
+    device = next(model.parameters()).device
+    logprobs = torch.empty(len(encoded), encoded.n_choices, dtype=torch.float64)
+    per_example = 1 if encoded.one_row else encoded.n_choices
+    with torch.no_grad():
+        for batch in iter_batches(encoded, batch_size):
+            set_masks(batch, [int(e) for e in batch.examples for _ in range(per_example)])
+            b = batch.to(device)
+            out = model(input_ids=b.input_ids, attention_mask=b.attention_mask, use_cache=False)
+            logprobs[batch.examples] = batch_choice_logprobs(out.logits, b).cpu()
+    return logprobs
+
+
 def accepts_logits_to_keep(model) -> bool:
     """transformers' own causal LMs slice hidden states by a 1-D ``logits_to_keep`` tensor, so
     only the positions read are projected onto the vocabulary (B x T x 128k logits otherwise);

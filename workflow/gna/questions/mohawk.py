@@ -70,7 +70,7 @@ def export(ranking: pd.DataFrame, k: int, n_layers: int, head_dim: int, arch_nam
 def model_head_dim(source: str) -> int:
     """The attention head width of a model (its config.json, local or shipped): ``head_dim``, else
     hidden_size / num_attention_heads."""
-    from ..architectures import config_of
+    from ..config.architectures import config_of
 
     cfg = config_of(source)
     if not cfg or not (cfg.get("head_dim") or (cfg.get("hidden_size") and cfg.get("num_attention_heads"))):

@@ -2,7 +2,7 @@
 
 The page holds the scan's ranking as a sortable, filterable table and, for each top head, its
 token-mixing pattern on several probe prompts (attention weights; for SSM heads the materialised
-mixing matrix of :func:`gna.mixing.mixing_matrices`, shown as :func:`display_matrix` scales it),
+mixing matrix of :func:`gna.patterns.mixing.mixing_matrices`, shown as :func:`display_matrix` scales it),
 where hovering a query token highlights the keys it reads. Other scanned models can be shown in a
 second pane beside it. Scripts and styles are inline and the data is embedded as JSON: the page
 needs no server and no network.
@@ -72,7 +72,7 @@ def head_patterns(model, tokenizer, prompts: list[str], heads: list[tuple[int, i
     import torch
 
     from ..errors import InterventionError
-    from ..mixing import mixing_matrices
+    from ..patterns.mixing import mixing_matrices
     from ..models import describe
 
     desc = describe(model)

@@ -7,7 +7,7 @@ import pandas as pd
 import torch
 
 from ..experiments.head_selection import top_role_head
-from ..mixing import mixing_matrices
+from ..patterns.mixing import mixing_matrices
 from ..models import describe
 from .common import save_figure
 from .explorer import display_matrix

@@ -14,19 +14,14 @@ matched it first.
 """
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from ..description import Mixer
-from .base import Adapter, n_layers_of, other_token_mixers, structure_from
+from ..refused import LINEAR_ATTENTION
+from .base import Adapter, n_layers_of, other_token_mixers
 
 if TYPE_CHECKING:
     from torch import nn
-
-
-_LINEAR_ATTENTION = re.compile(r"delta|linear|lightning|retention|gated_?la", re.IGNORECASE)
-"""Class names of token mixers that sit at ``self_attn`` but are recurrences (Kimi-Linear's and
-Bailing-hybrid's delta attention): no attention pattern to read, no softmax heads to describe."""
 
 
 def _layers(model: nn.Module):
@@ -45,10 +40,6 @@ class AttentionAdapter(Adapter):
     @classmethod
     def matches_config(cls, cfg: dict) -> bool:
         return bool(n_layers_of(cfg)) and "num_attention_heads" in cfg
-
-    @classmethod
-    def structure(cls, cfg: dict, **options) -> tuple[int, int]:
-        return structure_from(cls.layer_heads(cfg, **options))
 
     @classmethod
     def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]]:
@@ -71,7 +62,7 @@ class AttentionAdapter(Adapter):
         for i, layer in enumerate(layers):
             if not hasattr(getattr(layer, "self_attn", None), "o_proj"):
                 return f"layer {i} ({type(layer).__name__}) has no self_attn.o_proj"
-            if _LINEAR_ATTENTION.search(type(layer.self_attn).__name__):
+            if LINEAR_ATTENTION.search(type(layer.self_attn).__name__):
                 return (f"layer {i}'s self_attn is {type(layer.self_attn).__name__}, a linear-attention (recurrent) "
                         f"mixer, not softmax attention")
             others = other_token_mixers(layer, known=("self_attn",))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..description import Mixer
-from .base import Adapter, interleaved_mixers, n_layers_of, structure_from
+from .base import Adapter, interleaved_mixers, n_layers_of
 
 if TYPE_CHECKING:
     from torch import nn
@@ -29,10 +29,6 @@ class BambaAdapter(Adapter):
         attn = set(cfg.get("attn_layer_indices") or [])
         return [[("attention", cfg["num_attention_heads"])] if i in attn else [("mamba2", cfg["mamba_n_heads"])]
                 for i in range(n_layers_of(cfg))]
-
-    @classmethod
-    def structure(cls, cfg: dict, **options) -> tuple[int, int]:
-        return structure_from(cls.layer_heads(cfg, **options))
 
     @classmethod
     def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:

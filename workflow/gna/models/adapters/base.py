@@ -58,8 +58,14 @@ class Adapter:
         """``(n_layers, total heads)`` from a config.json alone (no torch, no weights): the numbers
         :meth:`describe` gives once the model is loaded (tests/test_families.py checks that both agree
         for every family). ``options`` are the adapter's; a bad one raises a ConfigError whose message
-        begins with its key in the model entry (``adapter_options.channel_group = ...``)."""
-        raise NotImplementedError
+        begins with its key in the model entry (``adapter_options.channel_group = ...``).
+
+        By default the sum of :meth:`layer_heads`: a family states its heads once, there; one whose
+        layers are not known before loading overrides this instead."""
+        per_layer = cls.layer_heads(cfg, **options)
+        if per_layer is None:
+            raise NotImplementedError(f"{cls.family}: neither layer_heads nor structure reads a config.json")
+        return structure_from(per_layer)
 
     @classmethod
     def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]] | None:

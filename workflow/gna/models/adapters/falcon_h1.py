@@ -30,12 +30,6 @@ class FalconH1Adapter(Adapter):
     builds = {"falcon-h1": "FalconH1Config"}
 
     @classmethod
-    def structure(cls, cfg: dict, **options) -> tuple[int, int]:
-        cls.check_options(options)
-        L = n_layers_of(cfg)
-        return L, L * (cfg["num_attention_heads"] + cfg["mamba_n_heads"])
-
-    @classmethod
     def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]]:
         cls.check_options(options)
         return [[("attention", cfg["num_attention_heads"]), ("mamba2", cfg["mamba_n_heads"])]] * n_layers_of(cfg)

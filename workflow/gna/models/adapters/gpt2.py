@@ -25,11 +25,6 @@ class GPT2Adapter(Adapter):
     builds = {"gpt2": "GPT2Config"}
 
     @classmethod
-    def structure(cls, cfg: dict, **options) -> tuple[int, int]:
-        cls.check_options(options)
-        return cfg["n_layer"], cfg["n_layer"] * cfg["n_head"]
-
-    @classmethod
     def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]]:
         cls.check_options(options)
         return [[("attention", cfg["n_head"])]] * cfg["n_layer"]

@@ -28,19 +28,12 @@ class GraniteMoeHybridAdapter(Adapter):
     """``config.layer_types`` entries of attention layers; every other entry is a Mamba-2 layer."""
 
     @classmethod
-    def structure(cls, cfg: dict, **options) -> tuple[int, int]:
+    def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]]:
         cls.check_options(options)
-        L = n_layers_of(cfg)
-        n_attn = sum(t in cls.ATTENTION_TYPES for t in cfg.get("layer_types") or [])
-        return L, n_attn * cfg["num_attention_heads"] + (L - n_attn) * cfg["mamba_n_heads"]
-
-    @classmethod
-    def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]] | None:
-        cls.check_options(options)
-        if not cfg.get("layer_types"):
-            return None
+        # no layer_types: transformers makes every layer "linear_attention", a Mamba-2 layer here
+        types = cfg.get("layer_types") or ["linear_attention"] * n_layers_of(cfg)
         return [[("attention", cfg["num_attention_heads"])] if t in cls.ATTENTION_TYPES else
-                [("mamba2", cfg["mamba_n_heads"])] for t in cfg["layer_types"]]
+                [("mamba2", cfg["mamba_n_heads"])] for t in types]
 
     @classmethod
     def tiny_kwargs(cls, name: str, hidden: int, layers: int, heads: int) -> dict:

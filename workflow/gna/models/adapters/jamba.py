@@ -34,13 +34,6 @@ class JambaAdapter(Adapter):
         self.channel_group = channel_group
 
     @classmethod
-    def structure(cls, cfg: dict, channel_group: int = 1) -> tuple[int, int]:
-        L = n_layers_of(cfg)
-        n_attn = sum(i % cfg["attn_layer_period"] == cfg["attn_layer_offset"] for i in range(L))
-        mamba_heads = channel_heads(cfg["mamba_expand"] * cfg["hidden_size"], channel_group, cls.WIDTH)
-        return L, n_attn * cfg["num_attention_heads"] + (L - n_attn) * mamba_heads
-
-    @classmethod
     def layer_heads(cls, cfg: dict, channel_group: int = 1) -> list[list[tuple[str, int]]]:
         mamba = channel_heads(cfg["mamba_expand"] * cfg["hidden_size"], channel_group, cls.WIDTH)
         return [[("attention", cfg["num_attention_heads"])] if i % cfg["attn_layer_period"] == cfg["attn_layer_offset"]

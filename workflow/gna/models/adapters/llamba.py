@@ -4,28 +4,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..description import Mixer
+from ..llamba_format import is_llamba_config
 from .base import Adapter
 
 if TYPE_CHECKING:
     from torch import nn
-
-
-def is_llamba_config(config: dict) -> bool:
-    """Whether a ``config.json`` dict is in the Llamba / discrete Mamba-2 published format.
-
-    ``model_type == "llamba"`` suffices; otherwise the fields decide (cartesia-ai's own config.json
-    files name no model_type): ``d_model``, ``n_layer``, an ``mlp_cfg`` and an ``ssm_cfg`` naming
-    ``n_v_heads``/``n_qk_heads`` (mamba_ssm's own configs have ``ssm_cfg`` but neither ``mlp_cfg``
-    nor qk/v heads).
-    """
-    if not isinstance(config, dict):
-        return False
-    if config.get("model_type") == "llamba":
-        return True
-    ssm, mlp = config.get("ssm_cfg"), config.get("mlp_cfg")
-    return (all(k in config for k in ("d_model", "n_layer", "vocab_size"))
-            and isinstance(ssm, dict) and ("n_v_heads" in ssm or "n_qk_heads" in ssm)
-            and isinstance(mlp, dict) and "intermediate_size" in mlp)
 
 
 class LlambaAdapter(Adapter):
@@ -37,11 +20,6 @@ class LlambaAdapter(Adapter):
     @classmethod
     def matches_config(cls, cfg: dict) -> bool:
         return is_llamba_config(cfg)
-
-    @classmethod
-    def structure(cls, cfg: dict, **options) -> tuple[int, int]:
-        cls.check_options(options)
-        return cfg["n_layer"], cfg["n_layer"] * cfg["ssm_cfg"]["n_v_heads"]
 
     @classmethod
     def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]]:

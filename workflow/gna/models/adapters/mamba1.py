@@ -46,11 +46,6 @@ class Mamba1Adapter(Adapter):
         self.channel_group = channel_group
 
     @classmethod
-    def structure(cls, cfg: dict, channel_group: int = 1) -> tuple[int, int]:
-        L = n_layers_of(cfg)
-        return L, L * channel_heads(cfg["intermediate_size"], channel_group, cls.WIDTH)
-
-    @classmethod
     def layer_heads(cls, cfg: dict, channel_group: int = 1) -> list[list[tuple[str, int]]]:
         return [[("mamba1", channel_heads(cfg["intermediate_size"], channel_group, cls.WIDTH))]] * n_layers_of(cfg)
 

@@ -21,12 +21,6 @@ class Mamba2Adapter(Adapter):
     builds = {"mamba2": "Mamba2Config"}
 
     @classmethod
-    def structure(cls, cfg: dict, **options) -> tuple[int, int]:
-        cls.check_options(options)
-        L = n_layers_of(cfg)
-        return L, L * cfg["num_heads"]
-
-    @classmethod
     def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]]:
         cls.check_options(options)
         return [[("mamba2", cfg["num_heads"])]] * n_layers_of(cfg)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import UnknownArchitectureError
 from ..description import Mixer
-from .base import Adapter, _mixes_tokens, structure_from
+from .base import Adapter, _mixes_tokens
 
 if TYPE_CHECKING:
     from torch import nn
@@ -34,10 +34,6 @@ class NemotronHAdapter(Adapter):
         cls.check_options(options)
         return [[("attention", cfg["num_attention_heads"])] if t in ATTENTION else
                 [("mamba2", cfg["mamba_num_heads"])] if t in MAMBA else [] for t in cfg["layers_block_type"]]
-
-    @classmethod
-    def structure(cls, cfg: dict, **options) -> tuple[int, int]:
-        return structure_from(cls.layer_heads(cfg, **options))
 
     @classmethod
     def tiny_config(cls, name: str, vocab_size: int = 128, hidden: int = 32, layers: int = 2, heads: int = 4,

@@ -25,7 +25,6 @@ class PhiAdapter(Adapter):
     builds = {"phi": "PhiConfig"}
 
     # As for any attention decoder: one attention block per layer, the same tiny shape.
-    structure = AttentionAdapter.__dict__["structure"]
     layer_heads = AttentionAdapter.__dict__["layer_heads"]
     tiny_kwargs = AttentionAdapter.__dict__["tiny_kwargs"]
 

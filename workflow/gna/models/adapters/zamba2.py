@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..description import Mixer
-from .base import Adapter, n_layers_of
+from .base import Adapter
 
 if TYPE_CHECKING:
     from torch import nn
@@ -20,13 +20,6 @@ class Zamba2Adapter(Adapter):
     examples = "Zamba2-1.2B, Zamba2-2.7B, Zamba2-7B"
     model_types = ("zamba2",)
     builds = {"zamba2": "Zamba2Config"}
-
-    @classmethod
-    def structure(cls, cfg: dict, **options) -> tuple[int, int]:
-        cls.check_options(options)
-        L = n_layers_of(cfg)
-        n_invocations = cfg["layers_block_type"].count("hybrid")
-        return L, L * cfg["n_mamba_heads"] + n_invocations * cfg["num_attention_heads"]
 
     @classmethod
     def layer_heads(cls, cfg: dict, **options) -> list[list[tuple[str, int]]]:

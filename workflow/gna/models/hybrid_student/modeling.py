@@ -82,7 +82,7 @@ class KeptHeadsAttention(nn.Module):
 
     Dispatches through transformers' ``AttentionInterface`` on ``config._attn_implementation``
     (the model's config), like Llama, so :func:`gna.interventions.masked_mixing.masked_mixers` and
-    :func:`gna.mixing.eager_attention` work on it unchanged.
+    :func:`gna.patterns.mixing.eager_attention` work on it unchanged.
     """
 
     def __init__(self, config: HybridConfig, layer_idx: int, n_heads: int):

@@ -11,7 +11,7 @@ from pathlib import Path
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
 from . import kernels  # noqa: F401  gna.models.llamba.kernels: the optional fused CUDA kernels
-from ..adapters.llamba import is_llamba_config  # the family's one format test, in its adapter
+from ..llamba_format import is_llamba_config  # the family's one format test, shared with its adapter
 from .configuration import LlambaConfig
 from .modeling import (DiscreteMamba2, LlambaCache, LlambaDecoderLayer, LlambaForCausalLM, LlambaModel, segsum,
                        ssd_scan)

@@ -42,7 +42,7 @@ def _import_kernels() -> SimpleNamespace:
     return SimpleNamespace(scan=scan, conv=conv)
 
 
-_RAN: set[str] = set()  # the fused kernels that ran in this process (provenance: gna.pipeline.provenance)
+_RAN: set[str] = set()  # the fused kernels that ran in this process (provenance: gna.jobs.script_job.provenance)
 
 
 def ran() -> str:

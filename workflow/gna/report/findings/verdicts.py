@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...config_schema import defaults_of
+from ...config.schema import defaults_of
 
 SETTING_KEYS = ("mmlu_chance", "tolerance", "collapse", "knowledge_tolerance")
 _LAYER_PRUNING = defaults_of("experiments.layer_pruning")

@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .errors import InterventionError
-from .models import adapter_for
-from .models.description import Mixer
+from ..errors import InterventionError
+from ..models import adapter_for
+from ..models.description import Mixer
 
 
 def _is_hf_mamba2(module: nn.Module) -> bool:

@@ -9,7 +9,7 @@ from typing import Mapping
 
 import torch
 
-from .errors import InterventionError, ProbeError
+from ..errors import InterventionError, ProbeError
 
 @dataclass
 class ChoiceSegments:

@@ -92,7 +92,7 @@ def _start_model_job(snakemake) -> None:
     if all(str(spec["device"]).startswith("cpu") for spec in specs):
         keep_freed_memory()
     from .devices import check_device
-    from .models.loading import name_config_keys
+    from ..models.loading import name_config_keys
 
     for spec in specs:
         check_device(spec["device"])
@@ -170,13 +170,13 @@ def exit_with_user_error(rule: str, e: BaseException, log_path: str | None) -> N
 def _caused_by_user(e: BaseException) -> bool:
     """The project's own errors (a bad value, device, model file, probe) and the machine's refusals
     to write (full disk, no permission): the message says what to fix; a traceback would bury it."""
-    from .errors import GnaError, user_os_error
+    from ..errors import GnaError, user_os_error
 
     return isinstance(e, GnaError) or user_os_error(e)
 
 
 def _one_line(e: BaseException) -> str:
-    from .errors import GnaError
+    from ..errors import GnaError
 
     if isinstance(e, GnaError):
         return " ".join(str(e).split())

@@ -1,7 +1,7 @@
 """The scan methods built on the attribution estimate: ``atp`` and ``atp+exact``.
 
 ``atp``: every head ranked by the magnitude of its AtP estimate (``atp_magnitude``, the mean of each
-example's |estimate|; :func:`gna.attribution.atp_scan`); no ablation runs. A magnitude, as AtP* ranks:
+example's |estimate|; :func:`gna.scan.attribution.atp_scan`); no ablation runs. A magnitude, as AtP* ranks:
 zeroing a head is no small step, and on the trained micro models the estimate's sign is wrong for
 some of the heads that matter most (micro-llama's top head, exact drop 0.69, has mean estimate -3.6).
 ``atp+exact``: the top ``candidates`` heads by that magnitude are ablated exactly
@@ -15,16 +15,16 @@ diagnostic weights its sample by the estimate, which this uniform one does not n
 """
 from __future__ import annotations
 
-import math
 
 import pandas as pd
 import torch
 from torch import nn
 
 from .attribution import atp_scan
-from .errors import ConfigError
-from .probes.scoring import EncodedProbe, ProbeScore, score
-from .scan import COLUMNS, _select, logprob_resolution, scan_heads, tie_keys
+from ..errors import ConfigError
+from ..probes.scoring import EncodedProbe, ProbeScore, score
+from .exact import scan_heads
+from .ranking import COLUMNS, logprob_resolution, select_mixers, tie_keys
 
 EXTRA = ["atp_drop", "atp_magnitude", "exact"]
 KEY = ["layer", "head", "kind"]
@@ -43,7 +43,7 @@ def upper_bound(hits: int, sampled: int, population: int, confidence: float = 0.
 
 
 def _rerank(df: pd.DataFrame, resolution: float) -> pd.DataFrame:
-    """Exact rows of several scans as one ranking, by gna.scan.rank_heads's rule."""
+    """Exact rows of several scans as one ranking, by gna.scan.ranking.rank_heads's rule."""
     df = df.copy()
     df["_d"], df["_l"] = tie_keys(df["drop"], df["logprob_drop"], resolution)
     df = df.sort_values(["_d", "_l", "layer", "kind", "head"], ascending=[False, False, True, True, True])
@@ -52,7 +52,7 @@ def _rerank(df: pd.DataFrame, resolution: float) -> pd.DataFrame:
 
 
 def _beats(a, b, resolution: float) -> bool:
-    """Does exact row ``a`` rank above exact row ``b``, by the ranking's own rule (gna.scan.tie_keys)?"""
+    """Does exact row ``a`` rank above exact row ``b``, by the ranking's own rule (gna.scan.ranking.tie_keys)?"""
     return tie_keys(a["drop"], a["logprob_drop"], resolution) > tie_keys(b["drop"], b["logprob_drop"], resolution)
 
 
@@ -88,7 +88,7 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
     are drawn (in the same seeded order) and ablated until the one-sided 95% bound on the share of
     non-candidate heads that beat the ``guard_k``-th candidate is at most ``guard_level``, or none is
     left; ``guard["bound_share"]`` and ``guard["level_met"]`` say where it stopped. ``ig_steps``:
-    the integrated-gradients estimate (gna.attribution.atp_scan) instead of plain AtP.
+    the integrated-gradients estimate (gna.scan.attribution.atp_scan) instead of plain AtP.
     """
     if method != "atp":  # the exact part's settings, checked before the estimate's passes
         if not isinstance(candidates, int) or candidates < 1:
@@ -97,7 +97,7 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
             raise ConfigError(f"scan.guard_sample = {guard_sample!r}: must be 0 or more heads")
         if not isinstance(guard_k, int) or guard_k < 1:
             raise ConfigError(f"scan.guard_k = {guard_k!r}: must be a candidate's rank, 1 or more")
-    mixers = _select(model, kinds, layers)
+    mixers = select_mixers(model, kinds, layers)
     est = atp_scan(model, encoded, mixers, batch_size=batch_size, score=atp_score, graddrop=graddrop,
                    progress=progress, ig_steps=ig_steps)
     guard = dict(method=method, atp_score=atp_score, graddrop=graddrop, ig_steps=ig_steps, n_heads=len(est))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from ..plan import estimate as E
-from ..plan.estimate import GB, Estimate
+from . import estimate as E
+from .estimate import GB, Estimate
 
 RULES = ("head_pairs", "format_scan", "ranking_seed_scan", "ga_paths")
 

@@ -22,9 +22,9 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .errors import ProbeError
+from ..errors import ProbeError
 from .mixing import mixing_matrices
-from .models import adapter_for
+from ..models import adapter_for
 
 _LINE = re.compile(r"^(?P<key>\S+?)[: ](?P<value>\d+)$")
 

@@ -12,7 +12,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-ARCH_DIR = Path(__file__).resolve().parents[2] / "data" / "architectures"
+ARCH_DIR = Path(__file__).resolve().parents[3] / "data" / "architectures"
 
 
 @lru_cache(maxsize=1)
@@ -58,8 +58,8 @@ def model_type_of(cfg: dict, family: str | None = None, where: str = "config.jso
     class in ``architectures``, or the entry's ``family``; otherwise an error naming ``where``."""
     if cfg.get("model_type"):
         return cfg["model_type"]
-    from .models.adapters import ADAPTERS
-    from .models.adapters.llamba import is_llamba_config
+    from ..models.adapters import ADAPTERS
+    from ..models.adapters.llamba import is_llamba_config
 
     if family == "llamba" or is_llamba_config(cfg):
         return "llamba"
@@ -76,7 +76,7 @@ def model_type_of(cfg: dict, family: str | None = None, where: str = "config.jso
     by_family = {a.family: a.model_types[0] for a in ADAPTERS if a.model_types}
     if family in by_family:
         return by_family[family]
-    from .errors import ConfigError
+    from ..errors import ConfigError
 
     raise ConfigError(f"{where} has no model_type and its family cannot be told from its fields or "
                       f"architectures {cfg.get('architectures')!r}: add model_type to it, or set the model "
@@ -98,11 +98,11 @@ def meta_model(cfg: dict, family: str | None = None):
     mtype = model_type_of(cfg, family)
     with torch.device("meta"):
         if mtype == "llamba":
-            from .models.llamba import LlambaConfig, LlambaForCausalLM
+            from ..models.llamba import LlambaConfig, LlambaForCausalLM
 
             return LlambaForCausalLM(LlambaConfig.from_published(cfg)).eval()
         if mtype == "gna_hybrid":
-            from . import hybrid  # noqa: F401  registers the students
+            from .. import hybrid
         cfg.pop("model_type", None)
         config = AutoConfig.for_model(mtype, **{k: v for k, v in cfg.items() if k not in ("architectures",)})
         return AutoModelForCausalLM.from_config(config).eval()

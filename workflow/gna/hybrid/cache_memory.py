@@ -86,7 +86,7 @@ def measure_cache_bytes(model, seq_len: int, vocab_size: int | None = None) -> i
 
 def formula_for_model(model, bytes_per: int | None = None) -> CacheConfig:
     """The formula's terms for a loaded model, read off its mixer description."""
-    from .models import describe
+    from ..models import describe
 
     desc = describe(model)
     kv = ssm = 0

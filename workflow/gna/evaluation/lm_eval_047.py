@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 INSTALLED, LM_EVAL_047 = "installed", "lm_eval_0.4.7"
 TASK_DEFINITIONS = (INSTALLED, LM_EVAL_047)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 
-from .errors import ConfigError  # stdlib only
+from ..errors import ConfigError  # stdlib only
 
 
 class StudyConfigError(ConfigError, ValueError):
@@ -32,14 +32,11 @@ def local_model_config(path: str, key: str | None = None) -> dict | None:
     return cfg
 
 
-def looks_like_path(source: str) -> bool:
-    """Not a Hugging Face id (``org/name``): the loader's rule (gna.models.loading)."""
-    return source.startswith((".", "/", "~")) or source.count("/") > 1
-
-
 def check_model_path(name: str, model: dict, source: str) -> None:
     """A local model that is not there: say so (not "needs n_layers"), naming the key."""
-    if "random" in model or Path(source).exists() or not looks_like_path(source):
+    from ..models.spec import names_a_directory
+
+    if "random" in model or Path(source).exists() or not names_a_directory(source):
         return
     raise StudyConfigError(f"config error: models.{name}.path = {model.get('path')!r}: {source} does not exist "
                            f"(and it is not a Hugging Face id, org/name)")
@@ -49,7 +46,7 @@ def _config_json(model: dict, source: str, key: str | None = None) -> tuple[dict
     """The config.json of a model entry (local, a smoke preset's tiny config, or the shipped
     architecture of its Hugging Face id) and, for the latter, its data/architectures key."""
     if "random" in model:  # smoke presets only: transformers is imported just for them
-        from .models.tiny import tiny_config
+        from ..models.tiny import tiny_config
 
         r = dict(model["random"])
         r.pop("seed", None)
@@ -63,14 +60,16 @@ def _config_json(model: dict, source: str, key: str | None = None) -> tuple[dict
     return (cfg, shipped_key(source)) if cfg else ({}, None)
 
 
-def structure(model: dict, source: str, name: str | None = None) -> tuple[int | None, int | None]:
+def structure(model: dict, source: str, name: str | None = None,
+              read: dict | None = None) -> tuple[int | None, int | None]:
     """``(n_layers, total heads)`` of a model entry, from the entry or its config.json (local, else
     the shipped architecture config of its Hugging Face id, data/architectures: there the entry's
     values must agree with it; an error names the key). The family's adapter reads the config
     (:meth:`gna.models.adapters.base.Adapter.structure`), so the numbers are those the loaded model
-    will have, and a bad ``adapter_options`` fails here, before any job."""
-    from .models.adapters import FAMILIES, adapter_of_config, supported_families
-    from .models.tiny import ALL_FAMILIES
+    will have, and a bad ``adapter_options`` fails here, before any job. ``read``: where the
+    config.json read here is kept (``read[name]``), so later checks do not read it again."""
+    from ..models.adapters import FAMILIES, adapter_of_config, supported_families
+    from ..models.tiny import ALL_FAMILIES
 
     if "family" in model and model["family"] not in FAMILIES:
         raise StudyConfigError(f"config error: models.{name}.family = {model['family']!r} is not a family an adapter "
@@ -81,6 +80,8 @@ def structure(model: dict, source: str, name: str | None = None) -> tuple[int | 
     n_layers, heads = model.get("n_layers"), model.get("n_heads_total")
     check_model_path(name, model, source)
     cfg, shipped = _config_json(model, source, f"models.{name}")
+    if read is not None:
+        read[name] = cfg
     depth = [k for k in ("num_hidden_layers", "n_layer") if cfg.get(k) == 0]
     if depth:
         raise StudyConfigError(f"config error: models.{name}: its config.json has {depth[0]} = 0 (model {source}): "
@@ -103,7 +104,8 @@ def structure(model: dict, source: str, name: str | None = None) -> tuple[int | 
 def check(config: dict, model_source) -> dict[str, tuple[int | None, int | None]]:
     """Cross-references and sizes; returns ``{model: (n_layers, total heads)}``."""
     models = config["models"]
-    shapes = {m: structure(models[m], model_source(m), m) for m in models}
+    read: dict[str, dict] = {}  # each model's config.json, read once
+    shapes = {m: structure(models[m], model_source(m), m, read) for m in models}
 
     def known(where: str, names):
         for name in names:
@@ -135,7 +137,7 @@ def check(config: dict, model_source) -> dict[str, tuple[int | None, int | None]
             raise StudyConfigError(f"config error: layer pruning of {m!r} needs models.{m}.n_layers "
                                    f"(no local config.json to read it from)")
     check_hybrid(config, shapes, known)
-    check_named_heads(config, model_source, shapes, known)
+    check_named_heads(config, read, shapes, known)
     tasks = config["tasks"]
     if tasks.get("micro_data") is not None and not Path(tasks["micro_data"]).is_dir():
         raise StudyConfigError(f"config error: tasks.micro_data {tasks['micro_data']!r} is not a directory")
@@ -188,26 +190,26 @@ def check_hybrid(config: dict, shapes: dict, known) -> None:
                                        "steps nor tokens")
 
 
-def _config_description(model: dict, source: str):
-    """The entry's mixers from its config.json (no torch), or None where the family does not say."""
-    from .models.adapters import adapter_of_config
+def _config_description(model: dict, cfg: dict):
+    """The entry's mixers from its config.json ``cfg`` (no torch), or None where the family does not say."""
+    from ..models.adapters import adapter_of_config
 
-    cfg, _ = _config_json(model, source)
     adapter = adapter_of_config(cfg, model.get("family")) if cfg else None
     return adapter.config_description(cfg, **model.get("adapter_options", {})) if adapter else None
 
 
-def check_named_heads(config: dict, model_source, shapes: dict, known) -> None:
+def check_named_heads(config: dict, read: dict[str, dict], shapes: dict, known) -> None:
     """Every head an experiment names (``experiments.<exp>.named_heads.<model>.<role>[i]``) exists in
-    its model: the layer in range, the kind in that layer, the head below that mixer's count."""
-    from .errors import HeadIndexError, LayerIndexError
+    its model: the layer in range, the kind in that layer, the head below that mixer's count.
+    ``read``: each model's config.json, as :func:`structure` read it."""
+    from ..errors import HeadIndexError, LayerIndexError
 
     models = config["models"]
     for exp, ecfg in (config.get("experiments") or {}).items():
         named = (ecfg or {}).get("named_heads") or {}
         known(f"experiments.{exp}.named_heads", named)
         for m, roles in named.items():
-            desc = _config_description(models[m], model_source(m))
+            desc = _config_description(models[m], read[m])
             for role, refs in roles.items():
                 for i, ref in enumerate(refs):
                     key = f"experiments.{exp}.named_heads.{m}.{role}[{i}] = {list(ref)}"

@@ -1,5 +1,5 @@
 """Do the task names of a study config exist? Checked when the workflow is parsed (from
-:mod:`gna.config_checks`), so a typo in ``tasks.mmlu`` fails the dry run, not an evaluation job
+:mod:`gna.config.checks`), so a typo in ``tasks.mmlu`` fails the dry run, not an evaluation job
 hours into a cluster run.
 
 * Micro study (``tasks.micro_data`` set): a task is one of the micro tasks
@@ -50,7 +50,7 @@ def named_tasks(tasks: dict) -> list[tuple[str, str]]:
 
 def micro_task_names(data_dir) -> set[str]:
     """The micro tasks the pipeline can evaluate from ``data_dir``: known and with their JSONL there."""
-    from .micro.tasks import TASKS
+    from ..micro.tasks import TASKS
 
     d = Path(data_dir)
     return {t for t in TASKS if (d / f"{t}.jsonl").is_file()}
@@ -107,7 +107,7 @@ def lm_eval_task_names() -> set[str] | None:
         log.warning("task names in the config are not checked: %s", e)
         return None
     try:
-        from .io import write_json
+        from ..io import write_json
 
         write_json(names, path)  # atomic: a concurrent snakemake never reads half a list
     except OSError as e:

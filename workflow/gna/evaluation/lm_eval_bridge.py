@@ -11,7 +11,7 @@ with chain of thought). Every result row records it. A metric reported under sev
 
 lm-eval's defaults are never left to the installed version: ``add_bos_token``,
 ``fewshot_as_multiturn``, ``max_length`` and the task definitions are passed (the official code's
-0.4.7 values: :mod:`gna.lm_eval_047`), and every row records what ran: whether requests began with
+0.4.7 values: :mod:`gna.evaluation.lm_eval_047`), and every row records what ran: whether requests began with
 a BOS, the effective max length, the multiturn flag, the task definitions and each task's version.
 Log-probs are computed in float32 (``softmax_dtype``), whatever the model's dtype.
 """
@@ -26,8 +26,8 @@ from typing import Iterator
 import pandas as pd
 from torch import nn
 
-from .errors import ConfigError
-from .interventions.vocabulary import applied
+from ..errors import ConfigError
+from ..interventions.vocabulary import applied
 from .lm_eval_047 import INSTALLED, check_fewshot, task_config
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class TaskSuite:
         local = [self.extra[n] for n in names if n in self.extra]
         rest = [n for n in names if n not in self.extra]
         if self.micro_data is not None and rest:
-            from .micro.lm_eval_tasks import task_configs
+            from ..micro.lm_eval_tasks import task_configs
             local, rest = local + task_configs(self.micro_data, rest), []
         # Indexing lm-eval's ~14,700 built-in tasks costs ~10 s: only when they are needed.
         return local + rest, TaskManager(include_defaults=bool(rest))

@@ -7,7 +7,7 @@ the workflow may have no GPU while the jobs it submits do.
 """
 from __future__ import annotations
 
-from .errors import DeviceError
+from ..errors import DeviceError
 
 
 def _has_mps(torch) -> bool:

@@ -29,11 +29,11 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .errors import InterventionError
-from .interventions.hooks import check_hookable, rewrite_heads
-from .models import adapter_for
-from .models.description import Mixer
-from .probes.scoring import (EncodedProbe, ProbeBatch, ScoredHead, accepts_logits_to_keep, batch_choice_logprobs,
+from ..errors import InterventionError
+from ..interventions.hooks import check_hookable, rewrite_heads
+from ..models import adapter_for
+from ..models.description import Mixer
+from ..probes.scoring import (EncodedProbe, ProbeBatch, ScoredHead, accepts_logits_to_keep, batch_choice_logprobs,
                              fp32_logits, gathered_choice_logprobs, iter_batches, scored_logits)
 
 SCORES = ("margin", "logprob")

@@ -122,8 +122,8 @@ def condition_object(job: dict, threads: int, config: dict) -> SimpleNamespace:
 
 def run_conditions(snakemake) -> None:
     """Run every condition of the batch, in order; then end the process as a script job does
-    (gna.pipeline.job: no interpreter teardown)."""
-    from .pipeline import end_script_job, exit_with_user_error, user_failure
+    (gna.jobs.script_job.job: no interpreter teardown)."""
+    from .script_job import end_script_job, exit_with_user_error, user_failure
 
     for job in snakemake.params.jobs:
         try:

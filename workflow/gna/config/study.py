@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .config_checks import StudyConfigError
+from .checks import StudyConfigError
 
 # Keys a former version read, with why they are gone: a config that still sets one runs, with a note.
 RETIRED_KEYS = {

@@ -1,0 +1,12 @@
+"""A study's config, read and checked when Snakemake parses the workflow.
+
+- :mod:`.study`: which file is the study and what ``--config key=value`` changes (the Snakefile).
+- :mod:`.schema`: the schema's defaults, for code that builds a config by hand.
+- :mod:`.checks`: what JSON Schema cannot express (models, families, shapes, layers, heads).
+- :mod:`.task_names`: do the task names exist (micro tasks or the installed lm-eval's).
+- :mod:`.architectures`: the paper models' shipped ``config.json`` files, read offline.
+
+Every ``snakemake`` call imports this package, so nothing here imports torch at module level.
+May import: ``errors``, ``io``, ``models`` (adapters, tiny configs; torch only inside functions),
+``micro.tasks``, and ``hybrid`` inside a function (it registers the student's model type).
+"""

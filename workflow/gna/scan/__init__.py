@@ -1,0 +1,25 @@
+"""The head scan: which heads a model's retrieval needs, ranked.
+
+- :mod:`.methods`: :func:`scan`, the entry point, runs the method the config names.
+- :mod:`.exact`: ablate each head alone and measure the KV probe (the paper's ranking), and the
+  naive loop kept as its reference.
+- :mod:`.attribution`: the attribution-patching (AtP) estimate of every head's ablation.
+- :mod:`.attribution_ranking`: the ``atp`` and ``atp+exact`` methods built on that estimate, with
+  the false-negative guard.
+- :mod:`.ranking`: what they share: the mixers scanned, the ranking's columns, ties, top-k.
+- :mod:`.repeated_forwards`: the scan's batching (copies of a batch from a layer on), also how the
+  open questions score head sets and patched paths.
+
+Imports run one way: ranking, repeated_forwards <- exact; attribution <- attribution_ranking <- methods.
+May import: ``errors``, ``models``, ``interventions``, ``probes``; never the report, the questions,
+the experiments or the job machinery (they import the scan).
+"""
+from .exact import naive_scan_heads, scan_heads
+from .methods import METHODS, scan
+from .ranking import (COLUMNS, FP32_RESOLUTION, LOGPROB_RESOLUTION, logprob_resolution, rank_heads, select_mixers,
+                      tie_keys, top_k)
+
+_select = select_mixers  # the name the benchmarks import; select_mixers is the one to use
+
+__all__ = ["COLUMNS", "FP32_RESOLUTION", "LOGPROB_RESOLUTION", "METHODS", "logprob_resolution", "naive_scan_heads",
+           "rank_heads", "scan", "scan_heads", "select_mixers", "tie_keys", "top_k"]

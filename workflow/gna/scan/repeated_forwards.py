@@ -1,0 +1,81 @@
+"""The scan's batching, for any intervention on a list of items (one head, a set of heads, a path):
+per batch of prompts the residual stream entering every layer an item starts at comes from one
+forward; then chunks of items run from that layer on as copies of the batch (copy a: item a's
+intervention), every choice read off the same forward (:func:`gna.probes.scoring.copies_choice_logprobs`).
+The head scan (:mod:`gna.scan.exact`), the ablated head sets and the patched paths
+(:mod:`gna.questions`) all score through this one loop.
+"""
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from ..interventions import capture_layer_inputs, start_at_layer
+from ..probes.scoring import (EncodedProbe, ProbeScore, accepts_logits_to_keep, copies_choice_logprobs, fp32_logits,
+                              iter_batches, score)
+
+
+def margins(lp: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
+    """The log-prob margin of each example: the right choice's log-prob minus the best other's.
+    lp (..., E, C), answers (E,) -> (..., E)."""
+    right = lp.gather(-1, answers.expand(*lp.shape[:-1])[..., None]).squeeze(-1)
+    others = lp.scatter(-1, answers.expand(*lp.shape[:-1])[..., None], float("-inf"))
+    return right - others.max(-1).values
+
+
+def _chunks(items: list[int], per: int, group_of=None) -> list[list[int]]:
+    """``items`` in consecutive chunks of at most ``per``, none spanning two groups of ``group_of``."""
+    runs: list[list[int]] = []
+    for i in items:
+        if runs and (group_of is None or group_of(runs[-1][-1]) == group_of(i)):
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return [run[c:c + per] for run in runs for c in range(0, len(run), per)]
+
+
+def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: dict[int, list[int]], n_items: int,
+                            intervene, prepare=None, batch_size: int = 32, max_rows: int = 256,
+                            baseline: ProbeScore | None = None, group_of=None,
+                            progress: bool = False, desc: str = "repeated forwards") -> tuple[torch.Tensor, dict]:
+    """The scan's batching for any intervention on items (a set of heads, a path): per batch of prompts
+    the residual entering every layer of ``by_start`` ({layer: the items that start there}) from one
+    forward; then chunks of items, copy a of the batch for item a, through the layers from there on.
+
+    ``prepare(batch, inputs)`` -> a batch's state (e.g. the senders' writes); ``intervene(stack, state,
+    layer, chunk, x)`` enters the chunk's contexts on ``stack`` (``x``: the repeated layer input, (A*B,
+    T, d)). Returns per item the summed correct count, answer log-prob and margin ``(n_items, 3)``,
+    and the unmodified model's means (``baseline_accuracy``, ``baseline_logprob``, ``baseline_margin``).
+    ``group_of(item)``: a chunk never spans two groups (the head scan: one mixer's heads per chunk,
+    one ``head_mask`` of one kind)."""
+    device = next(model.parameters()).device
+    base = (score(model, encoded, batch_size=batch_size) if baseline is None else baseline).logprobs
+    keep = accepts_logits_to_keep(model)
+    totals = torch.zeros(n_items, 3, dtype=torch.float64)
+    with fp32_logits(model) as head:
+        for b in tqdm(list(iter_batches(encoded, batch_size)), desc=desc, unit="batch", disable=not progress):
+            b = b.to(device)
+            answers = encoded.answers[b.examples.cpu()]
+            B = b.input_ids.shape[0]
+            inputs = capture_layer_inputs(model, sorted(by_start), input_ids=b.input_ids,
+                                          attention_mask=b.attention_mask, use_cache=False)
+            state = prepare(b, inputs) if prepare else None
+            per = max(1, max_rows // B)
+            for start in sorted(by_start):
+                hidden = inputs[start]
+                for chunk in _chunks(by_start[start], per, group_of):
+                    A = len(chunk)
+                    x = hidden.repeat(A, 1, 1)
+                    with ExitStack() as stack:
+                        stack.enter_context(start_at_layer(model, start, x))
+                        intervene(stack, state, start, chunk, x)
+                        lp = copies_choice_logprobs(model, b, head, keep, A).cpu()  # (A, E, C)
+                    totals[chunk, 0] += lp.argmax(-1).eq(answers).double().sum(-1)
+                    totals[chunk, 1] += lp.gather(2, answers.expand(A, -1)[..., None]).squeeze(-1).sum(-1)
+                    totals[chunk, 2] += margins(lp, answers).sum(-1)
+    return totals, dict(baseline_accuracy=base.argmax(-1).eq(encoded.answers).double().mean().item(),
+                        baseline_logprob=base.gather(1, encoded.answers[:, None]).mean().item(),
+                        baseline_margin=margins(base, encoded.answers).mean().item())
