@@ -35,7 +35,7 @@ VALIDATION_MODELS: dict[str, dict[str, Any]] = {
     "val-llama": {
         "family": "llama", "seed": 0, "probe_pairs": 16,
         "model": {"num_hidden_layers": 2, "num_attention_heads": 64, "num_key_value_heads": 64, "head_dim": 8},
-        "train": _phase1(1000, {"kv8": 0.9, "kv16": 0.8, "knowledge": 0.9}),
+        "train": _phase1(1500, {"kv8": 0.9, "kv16": 0.8, "knowledge": 0.9}),
     },
     # Mamba-2, 2 layers x 64 heads of width 4 (expand 4: inner width 256), state 64 = 128 heads.
     # State 64 and two layers: the shape that learned retrieval in phase 1 in the recipe notes.
