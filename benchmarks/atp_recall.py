@@ -30,6 +30,7 @@ import pandas as pd
 import torch
 
 from gna.attribution import atp_scan
+from gna.micro.validation_models import VALIDATION_MODELS
 from gna.models import load_model
 from gna.probes.kv import generate_kv_probe
 from gna.probes.scoring import encode, score
@@ -37,9 +38,9 @@ from gna.scan import _select, scan_heads
 
 ROOT = Path(__file__).resolve().parents[1]
 # model -> (probe pairs, adapter options). The micro models on the micro study's scan probe (8 pairs);
-# the validation models on a harder one (16 pairs), which spreads retrieval over more heads' drops.
-MODELS = {"val-llama": (16, {}), "val-zamba2": (16, {}), "micro-llama": (8, {}), "micro-mamba2": (8, {}),
-          "micro-zamba2": (8, {})}
+# the validation models on their spec's probe (harder: more pairs, so more heads' drops show).
+MODELS = {**{name: (spec["probe_pairs"], {}) for name, spec in sorted(VALIDATION_MODELS.items())},
+          "micro-llama": (8, {}), "micro-mamba2": (8, {}), "micro-zamba2": (8, {})}
 ESTIMATORS = {"atp": dict(score="margin"), "atp-logprob": dict(score="logprob"),
               "graddrop": dict(score="margin", graddrop=True), "ig4": dict(score="margin", ig_steps=4)}
 KS = (5, 10, 20)

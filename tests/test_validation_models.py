@@ -1,0 +1,85 @@
+"""The fast scan's validation models (gna.micro.validation_models): each spec has >= 128 heads;
+the shipped checkpoints load, keep that shape, retrieve well above chance on the recall benchmark's
+probe, and their exact rankings (benchmarks/results/atp_recall/exact) have >= 10 heads beyond noise."""
+import importlib.util
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from gna.micro.validation_models import VALIDATION_MODELS
+
+ROOT = Path(__file__).resolve().parents[1]
+MIN_HEADS = 128
+
+
+def _benchmark():
+    spec = importlib.util.spec_from_file_location("atp_recall", ROOT / "benchmarks" / "atp_recall.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _shipped(name: str) -> Path:
+    """data/models/<name>; the test is skipped, with the command that trains it, where it is not shipped."""
+    path = ROOT / "data" / "models" / name
+    if not (path / "model.safetensors").is_file():
+        pytest.skip(f"{name} is not shipped in data/models (snakemake --cores 1 retrain_validation_models)")
+    return path
+
+
+def _heads(model) -> int:
+    from gna.scan import _select
+
+    return sum(m.n_heads for m in _select(model))
+
+
+@pytest.mark.parametrize("name", sorted(VALIDATION_MODELS))
+def test_every_validation_spec_builds_a_model_with_at_least_128_heads(name):
+    from gna.micro.family_models import build_model
+
+    spec = VALIDATION_MODELS[name]
+    model = build_model(spec["family"], dict(spec["model"]), vocab_size=64, seed=0)
+    assert _heads(model) >= MIN_HEADS
+    assert spec["train"]["phases"][0]["corpus"]["mmlu_prob"] == 0.0     # the retrieval phase only
+
+
+@pytest.mark.parametrize("name", sorted(VALIDATION_MODELS))
+def test_shipped_validation_model_loads_with_its_heads_and_retrieves_well_above_chance(name):
+    import torch
+
+    from gna.models import load_model
+    from gna.probes.kv import generate_kv_probe
+    from gna.probes.scoring import encode, score
+
+    path = _shipped(name)
+    torch.set_num_threads(1)
+    model, tok = load_model({"path": str(path)})
+    assert _heads(model) >= MIN_HEADS
+    pairs = VALIDATION_MODELS[name]["probe_pairs"]
+    n = 64     # a fresh seed: not the benchmark's prompts
+    enc = encode(generate_kv_probe(pairs, n, 1, separator=" ", fmt="compact"), tok)
+    acc = score(model, enc).accuracy
+    chance = 1 / pairs
+    # "well above chance": four binomial standard errors of chance above it, and at least 3x chance
+    assert acc > max(3 * chance, chance + 4 * math.sqrt(chance * (1 - chance) / n)), (name, acc)
+
+
+# Shipped models that miss the ">= 10 heads beyond noise" bar, and by how much (docs/fast-scan.md):
+# strict, so the mark must go once a retrained model meets it.
+SHORT_OF_TEN = {"val-llama": "5 heads beyond noise on the 200-prompt, 16-pair probe (two carry most of it)"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=SHORT_OF_TEN[n], strict=True))
+                                  if n in SHORT_OF_TEN else n for n in sorted(VALIDATION_MODELS)])
+def test_shipped_exact_ranking_has_ten_heads_beyond_noise(name):
+    _shipped(name)
+    noise_bar = _benchmark().noise_bar
+    path = ROOT / "benchmarks" / "results" / "atp_recall" / "exact" / f"{name}.csv"
+    assert path.is_file(), f"no exact ranking of {name}: run python benchmarks/atp_recall.py --models {name}"
+    ex = pd.read_csv(path)
+    assert len(ex) >= MIN_HEADS
+    base = float(ex.baseline_accuracy.iloc[0])
+    beyond = ex["drop"] > noise_bar(base, ex["accuracy"], int(ex.n_examples.iloc[0]))
+    assert int(beyond.sum()) >= 10
