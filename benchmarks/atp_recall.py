@@ -8,7 +8,7 @@ top-k is found iff it is among them, so recall@k at budget m = |exact top-k ∩ 
 noise (``NOISE_Z`` standard errors of a difference of two accuracies on n prompts, taken unpaired,
 which overstates the paired error: a conservative bar).
 
-Estimators (gna.attribution.atp_scan): ``atp`` (margin score, mean |per-example estimate|: the
+Estimators (gna.scan.attribution.atp_scan): ``atp`` (margin score, mean |per-example estimate|: the
 shipped default), ``atp-logprob`` (the correct choice's log-prob), ``graddrop`` (AtP*'s GradDrop),
 ``ig4`` (integrated gradients along the joint ablation path, 4 steps, margin score).
 
@@ -29,12 +29,12 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from gna.attribution import atp_scan
+from gna.scan.attribution import atp_scan
 from gna.micro.validation_models import VALIDATION_MODELS
 from gna.models import load_model
 from gna.probes.kv import generate_kv_probe
 from gna.probes.scoring import encode, score
-from gna.scan import _select, scan_heads
+from gna.scan import scan_heads, select_mixers
 
 ROOT = Path(__file__).resolve().parents[1]
 # model -> (probe pairs, adapter options). The micro models on the micro study's scan probe (8 pairs);
@@ -132,7 +132,7 @@ def main() -> None:
                          if "seconds" in exact else float("nan")))
         print(f"{name}: {len(exact)} heads, baseline {base:.3f} (chance {1 / pairs:.3f}), "
               f"{n_beyond} heads beyond noise", flush=True)
-        mixers = _select(model)
+        mixers = select_mixers(model)
         for est_name in args.estimators:
             t = time.perf_counter()
             est = atp_scan(model, enc, mixers, progress=False, **ESTIMATORS[est_name])

@@ -55,8 +55,8 @@ if args["method"] == "exact":
     scan_heads(model, enc, batch_size=n, max_rows=256, heads=heads, progress=False)
 else:
     from gna.scan.attribution import atp_scan
-    from gna.scan import select_mixers as _select
-    atp_scan(model, enc, _select(model, layers=[0]), batch_size=n, progress=False)
+    from gna.scan import select_mixers
+    atp_scan(model, enc, select_mixers(model, layers=[0]), batch_size=n, progress=False)
 secs = time.perf_counter() - t
 print(json.dumps(dict(seconds=secs, forward_s=forward, peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6)))
 """

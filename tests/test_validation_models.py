@@ -30,9 +30,9 @@ def _shipped(name: str) -> Path:
 
 
 def _heads(model) -> int:
-    from gna.scan import _select
+    from gna.scan import select_mixers
 
-    return sum(m.n_heads for m in _select(model))
+    return sum(m.n_heads for m in select_mixers(model))
 
 
 @pytest.mark.parametrize("name", sorted(VALIDATION_MODELS))

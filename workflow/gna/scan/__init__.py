@@ -19,7 +19,6 @@ from .methods import METHODS, scan
 from .ranking import (COLUMNS, FP32_RESOLUTION, LOGPROB_RESOLUTION, logprob_resolution, rank_heads, select_mixers,
                       tie_keys, top_k)
 
-_select = select_mixers  # the name the benchmarks import; select_mixers is the one to use
 
 __all__ = ["COLUMNS", "FP32_RESOLUTION", "LOGPROB_RESOLUTION", "METHODS", "logprob_resolution", "naive_scan_heads",
            "rank_heads", "scan", "scan_heads", "select_mixers", "tie_keys", "top_k"]
