@@ -13,8 +13,7 @@
 # which reads another's output never share a batch: a distillation stage's batch holds one stage of
 # one state size (stage 3 reads stage 2), and a student's evaluation waits only for the students of
 # its own state size.
-import re
-
+from gna.experiments.distill_variants import parse_variant
 from gna.jobs import condition_batches as batches
 
 BATCH_CONDITIONS = config["batch_conditions"]
@@ -30,14 +29,13 @@ BATCHED_RULES = {
                                             "head_scan", "head_pairs")},
     **({"distill_matrices": lambda wc: (), "distill_stage": lambda wc: (wc["teacher"], wc["state"], wc["stage"])}
        if DISTILL and DISTILL_GPUS * DISTILL_NODES == 1 else {}),
-    # a student's state size from its name (k{k}-s{state}-{selection}); the teacher alone
-    **({"evaluate_hybrid": lambda wc: (wc["teacher"], *(re.findall(r"-s(\d+)-", wc["variant"]) or [wc["variant"]]))}
+    # a student's state size from its name; the teacher alone
+    **({"evaluate_hybrid": lambda wc: (wc["teacher"], wc["variant"] if wc["variant"] == "teacher"
+                                       else parse_variant(wc["variant"]).state)}
        if DISTILL else {}),
 }
 # What a batch asks of the scheduler: its rule's own threads and resources.
-BATCH_LAUNCH = {rule: (DISTILL_THREADS, {"gpu": DISTILL_LAUNCH.get("gpu", GPUS),
-                                         **{k: v for k, v in DISTILL_LAUNCH.items() if k != "gpu"}})
-                for rule in ("distill_matrices", "distill_stage")}
+BATCH_LAUNCH = {rule: (DISTILL_THREADS, DISTILL_LAUNCH) for rule in ("distill_matrices", "distill_stage")}
 # The conditions this study needs: the files the consumers list (their fixed inputs, so a consumer's
 # edit carries over), plus the per-model lists of pruning and top-k, the distillation stages, the
 # head patterns and the seed rankings, whose consumers take them by wildcard.
@@ -49,7 +47,7 @@ BATCH_CANDIDATES = (
     + [f"results/hybrid/{DISTILL['teacher']}/{v}/stage{stage}" for v in DISTILL_VARIANTS for stage in (2, 3)
        if DISTILL]
     + [f"results/hybrid/{DISTILL['teacher']}/s{s}/stage1"
-       for s in dict.fromkeys(re.search(r"-s(\d+)-", v).group(1) for v in DISTILL_VARIANTS) if DISTILL]
+       for s in dict.fromkeys(parse_variant(v).state for v in DISTILL_VARIANTS) if DISTILL]
     + [f"results/scan/{m}.patterns.json" for m in SCAN_MODELS]
     + [seed_ranking(m, s) for m in experiment_models("ranking_seeds") for s in RANKING_SEEDS.get("seeds") or []]
 )

@@ -33,20 +33,19 @@ def condition_batches(workflow, rule_keys: dict[str, Callable[[dict], tuple]], c
             wc = rule.get_wildcards(c)
             # a condition is named by its first output, whichever of its outputs a consumer lists
             groups.setdefault(tuple(key(wc)), {})[apply_wildcards(str(rule.output[0]), wc)] = None
-        groups = {k: list(g) for k, g in groups.items()}
-        for g in groups.values():
+        for g in map(list, groups.values()):
             out += [(name, g[i: i + (size or len(g))]) for i in range(0, len(g), size or len(g))]
     return out
 
 
 def batch_outputs(workflow, rule_name: str, jobs: list[dict]) -> list:
-    """Every output of the batch's conditions (``condition_job``'s), as the batch rule's outputs: a
-    rule whose output is a ``directory()`` makes directories in the batch too (Snakemake refuses a
-    directory where it expects a file)."""
+    """Every output of the batch's conditions (``condition_job``'s), as the batch rule's outputs: an
+    output the rule marks ``directory()`` is one in the batch too (Snakemake refuses a directory
+    where it expects a file)."""
     from snakemake.io import directory, is_flagged
 
-    is_dir = any(is_flagged(f, "directory") for f in workflow.get_rule(rule_name).output)
-    return [directory(f) if is_dir else f for j in jobs for f in j["output"]]
+    marks = [is_flagged(f, "directory") for f in workflow.get_rule(rule_name).output]
+    return [directory(f) if is_dir else f for j in jobs for f, is_dir in zip(j["output"], marks)]
 
 
 def condition_job(workflow, proxy, rule_name: str, output: str, threads: int, config: dict) -> dict:
