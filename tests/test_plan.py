@@ -200,3 +200,36 @@ def test_the_paper_stages_run_on_8_gpus_each_within_one_attempt():
     by_rule = {d["rule"]: d for d in summary(rows)}
     assert by_rule["distill_stage"]["gpu_hours"] == pytest.approx(sum(r.hours * 8 for r in stages
                                                                          if r.rule == "distill_stage"))
+
+
+def test_the_scan_method_ratios_quoted_by_the_preset_and_the_manual_are_the_plans():
+    """paper.yaml's comment on scan.method and docs/fast-scan.md's table quote gna.plan.jobs.scan_methods."""
+    import re
+
+    from gna.plan.jobs import scan_methods
+
+    cfg = with_defaults(yaml.safe_load(PAPER.read_text()))
+    rows = {r["model"]: r for r in scan_methods(cfg, models=["llama-3b", "llama-8b"])}
+    comment = next(line for line in PAPER.read_text().splitlines() if line.strip().startswith("method:"))
+    m = re.search(r"is ([\d.]+)x \(Llama-3\.2-3B\) to ([\d.]+)x \(Llama-3\.1-8B\) cheaper per job.*"
+                  r"the scan alone (\d+)-(\d+)x", comment)
+    assert m, comment
+    assert (m[1], m[2]) == (f"{rows['llama-3b']['job_ratio']:.1f}", f"{rows['llama-8b']['job_ratio']:.1f}")
+    assert (int(m[3]), int(m[4])) == (round(rows["llama-3b"]["scan_ratio"]), round(rows["llama-8b"]["scan_ratio"]))
+    doc = (ROOT / "docs/fast-scan.md").read_text()
+    for name, label in (("llama-3b", "Llama-3.2-3B"), ("llama-8b", "Llama-3.1-8B")):
+        r = rows[name]
+        want = (f"| {label} | {r['heads']:,} | {r['exact_scan_s']:,.0f} | {r['atp+exact_scan_s']:,.0f} | "
+                f"{r['scan_ratio']:.1f}x | {r['job_ratio']:.1f}x | {r['exact_gpu_gb']:.1f} / {r['atp+exact_gpu_gb']:.1f} |")
+        assert want in doc, want
+
+
+def test_a_config_json_with_an_infinite_float_is_sized_by_the_plan():
+    """transformers writes Mamba-2's time_step_limit (0, inf) as {"__float__": "Infinity"}; the plan
+    builds its meta model from the dict, so the tag must be read back as the float."""
+    from gna.config.architectures import config_of
+
+    cfg = config_of(str(ROOT / "data/models/micro-mamba2"))
+    assert cfg["time_step_limit"][1] == float("inf")
+    info = E.model_info("micro-mamba2", cfg, dtype="float32")
+    assert sum(h for (_, _, h) in info.heads_by_layer) == 32

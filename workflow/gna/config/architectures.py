@@ -13,6 +13,20 @@ from functools import lru_cache
 from pathlib import Path
 
 ARCH_DIR = Path(__file__).resolve().parents[3] / "data" / "architectures"
+# transformers writes a float JSON cannot hold (Mamba-2's time_step_limit (0, inf)) as {"__float__": "Infinity"}
+# and decodes it only in from_pretrained; a config built from the dict (meta_model) must get the float.
+_SPECIAL_FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
+
+
+def _special_float(obj: dict):
+    if set(obj) == {"__float__"} and obj["__float__"] in _SPECIAL_FLOATS:
+        return _SPECIAL_FLOATS[obj["__float__"]]
+    return obj
+
+
+def read_config_json(path: Path) -> dict:
+    """A ``config.json`` as transformers reads it: its tagged special floats decoded."""
+    return json.loads(Path(path).read_text(), object_hook=_special_float)
 
 
 @lru_cache(maxsize=1)
@@ -38,14 +52,14 @@ def shipped_config(source: str | None) -> dict | None:
     key = shipped_key(source)
     if key is None:
         return None
-    return json.loads((ARCH_DIR / key / "config.json").read_text())
+    return read_config_json(ARCH_DIR / key / "config.json")
 
 
 def local_config(path: str | None) -> dict | None:
     if not path:
         return None
     p = Path(path).expanduser() / "config.json"
-    return json.loads(p.read_text()) if p.is_file() else None
+    return read_config_json(p) if p.is_file() else None
 
 
 def config_of(source: str | None) -> dict | None:
