@@ -4,9 +4,13 @@ For every model (the fast scan's validation models, >= 128 heads each, and the m
 compact KV probe: the exact scan (every head ablated alone: the ground truth), then each estimator's
 order of the heads. ``atp+exact`` ablates an estimator's top ``m`` heads exactly; a head of the exact
 top-k is found iff it is among them, so recall@k at budget m = |exact top-k ∩ estimator's top m| / k.
-"recall@10 beyond noise" counts only the exact top-10's heads whose accuracy drop exceeds the probe's
-noise (``NOISE_Z`` standard errors of a difference of two accuracies on n prompts, taken unpaired,
-which overstates the paired error: a conservative bar).
+"recall@10 beyond noise" counts only the exact top-10's heads whose accuracy drop is beyond the probe's
+noise: an exact one-sided McNemar test of the ablated against the unmodified model on the same prompts
+(the prompts whose correctness the ablation changes: ``discordant``), significant at 5% familywise
+over the model's heads (Bonferroni: p < 0.05 / heads). The earlier rule, a drop above ``NOISE_Z``
+unpaired standard errors of a difference of two accuracies, is counted beside it
+(``heads_beyond_unpaired``): it treats the two accuracies as independent samples, so it overstates
+the noise of a difference measured on the same prompts several times over.
 
 Estimators (gna.scan.attribution.atp_scan): ``atp`` (margin score, mean |per-example estimate|: the
 shipped default), ``atp-logprob`` (the correct choice's log-prob), ``graddrop`` (AtP*'s GradDrop),
@@ -17,12 +21,13 @@ noise), ``<out>/summary.md`` (per model and estimator: the budget that reaches r
 beyond noise, and recall at 15% of the heads) and ``docs/img/atp_recall.png`` (``--figure``). The exact rankings are
 cached in ``<out>/exact/<model>.csv`` (delete to recompute).
 
-    python benchmarks/atp_recall.py [--models val-llama val-zamba2 micro-llama ...] [--examples 200]
+    python benchmarks/atp_recall.py [--models val-llama val-mamba2 micro-llama ...] [--examples N]
 """
 from __future__ import annotations
 
 import argparse
 import math
+from fractions import Fraction
 import time
 from pathlib import Path
 
@@ -37,14 +42,18 @@ from gna.probes.scoring import encode, score
 from gna.scan import scan_heads, select_mixers
 
 ROOT = Path(__file__).resolve().parents[1]
-# model -> (probe pairs, adapter options). The micro models on the micro study's scan probe (8 pairs);
-# the validation models on their spec's probe (harder: more pairs, so more heads' drops show).
-MODELS = {**{name: (spec["probe_pairs"], {}) for name, spec in sorted(VALIDATION_MODELS.items())},
-          "micro-llama": (8, {}), "micro-mamba2": (8, {}), "micro-zamba2": (8, {})}
+# model -> (probe pairs, prompts, adapter options). The micro models on the micro study's scan probe
+# (8 pairs, 200 prompts); the validation models on their spec's probe (harder: more pairs, so more
+# heads' drops show; more prompts, so smaller drops clear the noise bar).
+MODELS = {**{name: (spec["probe_pairs"], spec.get("probe_examples", 200), {})
+             for name, spec in sorted(VALIDATION_MODELS.items())},
+          "micro-llama": (8, 200, {}), "micro-mamba2": (8, 200, {}), "micro-zamba2": (8, 200, {})}
 ESTIMATORS = {"atp": dict(score="margin"), "atp-logprob": dict(score="logprob"),
               "graddrop": dict(score="margin", graddrop=True), "ig4": dict(score="margin", ig_steps=4)}
+DEFAULT = "atp"   # the estimator scan.method atp+exact uses (chosen from these curves: docs/fast-scan.md)
 KS = (5, 10, 20)
-NOISE_Z = 2.0
+NOISE_Z = 2.0            # the unpaired rule (reported beside the paired one)
+FAMILYWISE_ALPHA = 0.05  # the paired rule: exact McNemar, one-sided, Bonferroni over the model's heads
 TARGET_RECALL, TARGET_SHARE = 0.9, 0.15
 KEY = ["layer", "kind", "head"]
 
@@ -54,27 +63,80 @@ def noise_bar(base_acc: float, acc: pd.Series, n: int) -> pd.Series:
     return NOISE_Z * ((base_acc * (1 - base_acc) + acc * (1 - acc)) / n) ** 0.5
 
 
+def mcnemar_p(drop: float, discordant: float, n: int) -> float:
+    """One-sided exact McNemar p-value that an ablation lowers accuracy: of the ``discordant`` prompts
+    whose correctness it changes, ``(discordant + drop * n) / 2`` turn wrong; under no effect each
+    changed prompt turns either way with probability 1/2. 1.0 where the count is unknown (NaN)."""
+    if discordant != discordant or discordant <= 0:
+        return 1.0
+    N = int(round(discordant))
+    worse = int(round((discordant + drop * n) / 2))
+    return float(Fraction(sum(math.comb(N, k) for k in range(max(worse, 0), N + 1)), 2 ** N))
+
+
+def beyond_noise(exact: pd.DataFrame) -> pd.Series:
+    """Per head of an exact ranking (with ``discordant``): its drop is beyond the probe's noise, at
+    ``FAMILYWISE_ALPHA`` familywise over the ranking's heads."""
+    n, heads = int(exact.n_examples.iloc[0]), len(exact)
+    p = [mcnemar_p(float(d), float(c), n) for d, c in zip(exact["drop"], exact["discordant"])]
+    return pd.Series([x < FAMILYWISE_ALPHA / heads for x in p], index=exact.index) & (exact["drop"] > 0)
+
+
+def beyond_unpaired(exact: pd.DataFrame) -> pd.Series:
+    """The unpaired rule: drop > ``noise_bar``."""
+    return exact["drop"] > noise_bar(float(exact.baseline_accuracy.iloc[0]), exact["accuracy"],
+                                     int(exact.n_examples.iloc[0]))
+
+
 # The micro models' exact rankings on the micro study's probe, as the test suite holds them
 # (tests/test_fast_scan.py): reused rather than recomputed (micro-mamba2's took 17 min on a loaded CPU).
 RECORDED = ROOT / "tests" / "data" / "exact_rankings_before_gather.csv"
 
 
-def exact_ranking(name: str, model, enc, out: Path) -> pd.DataFrame:
+def exact_ranking(name: str, model, enc, pairs: int, out: Path) -> pd.DataFrame:
+    """The exact ranking of ``name`` on ``enc`` (``pairs`` pairs): cached in ``<out>/exact/<name>.csv``,
+    recomputed where the cache was made on another probe size."""
     path = out / "exact" / f"{name}.csv"
     if path.is_file():
-        return pd.read_csv(path)
+        cached = pd.read_csv(path)
+        if int(cached.n_examples.iloc[0]) == len(enc) and int(cached.get("pairs", pd.Series([pairs])).iloc[0]) == pairs:
+            return with_discordant(model, enc, cached, path)
+        print(f"{name}: cached exact ranking is of another probe, recomputed", flush=True)
     recorded = pd.read_csv(RECORDED) if RECORDED.is_file() else None
-    if recorded is not None and name in set(recorded.model) and len(enc) == 200 and MODELS[name][0] == 8:
+    if recorded is not None and name in set(recorded.model) and len(enc) == 200 and pairs == 8:
         df = recorded[recorded.model == name].copy()
         base = score(model, enc).accuracy
         df["baseline_accuracy"], df["accuracy"], df["n_examples"] = base, base - df["drop"], len(enc)
+        df["pairs"] = pairs
         path.parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(path, index=False)
-        return df
+        return with_discordant(model, enc, df, path)
     t = time.perf_counter()
-    df = scan_heads(model, enc, model_name=name, progress=False)
+    df = scan_heads(model, enc, model_name=name, progress=False, discordant=True)
     df["seconds"] = time.perf_counter() - t
+    df["pairs"] = pairs
     path.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(path, index=False)
+    return df
+
+
+def with_discordant(model, enc, df: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """``df`` with its ``discordant`` column: where a cached ranking lacks it, the heads whose drop
+    is positive (no other can be beyond noise) are ablated again for it, their accuracies checked
+    against the cache, and the cache rewritten; the others' stay NaN."""
+    if "discordant" not in df:
+        df["discordant"] = float("nan")
+    todo = df[(df["drop"] > 0) & df["discordant"].isna()]
+    if todo.empty:
+        return df
+    heads = [(int(r.layer), int(r.head), str(r.kind)) for r in todo.itertuples()]
+    print(f"  counting discordant prompts of {len(heads)} heads", flush=True)
+    again = scan_heads(model, enc, heads=heads, discordant=True, progress=False).set_index(KEY)
+    idx = [tuple(r) for r in todo[KEY].itertuples(index=False)]
+    gap = (again.loc[idx, "accuracy"].to_numpy() - todo["accuracy"].to_numpy())
+    if abs(gap).max() > 1e-9:
+        raise RuntimeError(f"re-ablated heads disagree with the cached ranking (max {abs(gap).max():.3g}): {path}")
+    df.loc[todo.index, "discordant"] = again.loc[idx, "discordant"].to_numpy()
     df.to_csv(path, index=False)
     return df
 
@@ -83,7 +145,7 @@ def curves(exact: pd.DataFrame, order: list[tuple], n: int) -> list[dict]:
     """Recall rows for every budget m = 1..heads, given an estimator's head order."""
     ex = exact.sort_values("rank")
     keys = [tuple(r) for r in ex[KEY].itertuples(index=False)]
-    beyond = (ex["drop"] > noise_bar(float(ex.baseline_accuracy.iloc[0]), ex["accuracy"], n)).tolist()
+    beyond = beyond_noise(ex).tolist()
     top10_noise = {k for k, b in zip(keys[:10], beyond[:10]) if b}
     pos = {h: i for i, h in enumerate(order)}
     rows = []
@@ -103,7 +165,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", nargs="+", default=list(MODELS))
     ap.add_argument("--estimators", nargs="+", default=list(ESTIMATORS))
-    ap.add_argument("--examples", type=int, default=200)
+    ap.add_argument("--examples", type=int, default=None,
+                    help="prompts per probe (default: each model's, MODELS)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "atp_recall")
     ap.add_argument("--figure", type=Path, default=ROOT / "docs" / "img" / "atp_recall.png",
@@ -116,22 +179,23 @@ def main() -> None:
         all_rows = [r for r in pd.read_csv(args.out / "curves.csv").to_dict("records") if r["model"] not in args.models]
         info = [r for r in pd.read_csv(args.out / "models.csv").to_dict("records") if r["model"] not in args.models]
     for name in args.models:
-        pairs, opts = MODELS[name]
+        pairs, examples, opts = MODELS[name]
+        examples = args.examples or examples
         path = ROOT / "data" / "models" / name
         if not path.is_dir():
             print(f"{name}: {path} missing, skipped", flush=True)
             continue
         model, tok = load_model({"path": str(path), "adapter_options": opts})
-        enc = encode(generate_kv_probe(pairs, args.examples, 0, separator=" ", fmt="compact"), tok)
-        exact = exact_ranking(name, model, enc, args.out)
+        enc = encode(generate_kv_probe(pairs, examples, 0, separator=" ", fmt="compact"), tok)
+        exact = exact_ranking(name, model, enc, pairs, args.out)
         base = float(exact.baseline_accuracy.iloc[0])
-        bar = noise_bar(base, exact["accuracy"], len(enc))
-        n_beyond = int((exact["drop"] > bar).sum())
+        n_beyond, n_unpaired = int(beyond_noise(exact).sum()), int(beyond_unpaired(exact).sum())
         info.append(dict(model=name, heads=len(exact), pairs=pairs, examples=len(enc), baseline=base,
-                         chance=1 / pairs, heads_beyond_noise=n_beyond, exact_s=float(exact["seconds"].iloc[0])
+                         chance=1 / pairs, heads_beyond_noise=n_beyond,
+                         heads_beyond_unpaired=n_unpaired, exact_s=float(exact["seconds"].iloc[0])
                          if "seconds" in exact else float("nan")))
         print(f"{name}: {len(exact)} heads, baseline {base:.3f} (chance {1 / pairs:.3f}), "
-              f"{n_beyond} heads beyond noise", flush=True)
+              f"{n_beyond} heads beyond noise ({n_unpaired} by the unpaired rule)", flush=True)
         mixers = select_mixers(model)
         for est_name in args.estimators:
             t = time.perf_counter()
@@ -147,21 +211,39 @@ def main() -> None:
     write_summary(pd.DataFrame(all_rows), pd.DataFrame(info), args.out, args.figure)
 
 
+def _stats(g: pd.DataFrame) -> dict:
+    """One estimator's curve on one model: the budget that reaches recall@10 >= 0.9 beyond noise, and
+    the recalls at 15% of the heads ablated."""
+    at = g[g.share <= TARGET_SHARE + 1e-9].iloc[-1] if (g.share <= TARGET_SHARE + 1e-9).any() else None
+    hit = g[g["recall@10_noise"] >= TARGET_RECALL]
+    need = "n/a" if g["recall@10_noise"].isna().all() else \
+        (f"{int(hit.budget.iloc[0])} ({hit.share.iloc[0]:.0%})" if len(hit) else "never")
+    r15 = "n/a" if at is None else f"{at['recall@10_noise']:.2f} ({int(at.budget)} heads)"
+    rk = "n/a" if at is None else " / ".join(f"{at[f'recall@{k}']:.2f}" for k in KS)
+    return dict(need=need, r15=r15, rk=rk, top10=int(g["n_top10_beyond_noise"].iloc[0]))
+
+
 def write_summary(df: pd.DataFrame, info: pd.DataFrame, out: Path, figure: Path) -> None:
-    lines = ["| model | heads | baseline (chance) | heads beyond noise | top-10 beyond noise | estimator | "
+    """``summary.md`` (every model and estimator) and ``readme.md`` (the default estimator per model,
+    the table the README quotes), then the figure."""
+    info = info.set_index("model")
+    lines = ["| model | heads | baseline (chance) | heads beyond noise (unpaired rule) | top-10 beyond noise | estimator | "
              "heads ablated for recall@10 >= 0.9 (beyond noise) | recall@10 beyond noise at 15% | "
              "recall@5 / @10 / @20 at 15% |", "|---|---|---|---|---|---|---|---|---|"]
+    short = ["| model | heads | probe: pairs, prompts | baseline (chance) | heads beyond noise (unpaired rule) | "
+             f"heads ablated for recall@10 >= 0.9 beyond noise ({DEFAULT}) | recall@10 beyond noise at 15% ({DEFAULT}) |",
+             "|---|---|---|---|---|---|---|"]
     for (model, est), g in df.groupby(["model", "estimator"], sort=False):
-        i = info.set_index("model").loc[model]
-        at = g[g.share <= TARGET_SHARE + 1e-9].iloc[-1] if (g.share <= TARGET_SHARE + 1e-9).any() else None
-        hit = g[g["recall@10_noise"] >= TARGET_RECALL]
-        need = "n/a" if g["recall@10_noise"].isna().all() else \
-            (f"{int(hit.budget.iloc[0])} ({hit.share.iloc[0]:.0%})" if len(hit) else "never")
-        r15 = "n/a" if at is None else f"{at['recall@10_noise']:.2f} ({int(at.budget)} heads)"
-        rk = "n/a" if at is None else " / ".join(f"{at[f'recall@{k}']:.2f}" for k in KS)
-        lines.append(f"| {model} | {int(i.heads)} | {i.baseline:.3f} ({i.chance:.3f}) | {int(i.heads_beyond_noise)} | "
-                     f"{int(g['n_top10_beyond_noise'].iloc[0])} | {est} | {need} | {r15} | {rk} |")
+        i, st = info.loc[model], _stats(g)
+        lines.append(f"| {model} | {int(i.heads)} | {i.baseline:.3f} ({i.chance:.3f}) | {int(i.heads_beyond_noise)} "
+                     f"({int(i.heads_beyond_unpaired)}) | "
+                     f"{st['top10']} | {est} | {st['need']} | {st['r15']} | {st['rk']} |")
+        if est == DEFAULT:
+            short.append(f"| {model} | {int(i.heads)} | {int(i.pairs)}, {int(i.examples):,} | {i.baseline:.3f} "
+                         f"({i.chance:.3f}) | {int(i.heads_beyond_noise)} ({int(i.heads_beyond_unpaired)}) | "
+                         f"{st['need']} | {st['r15']} |")
     (out / "summary.md").write_text("\n".join(lines) + "\n")
+    (out / "readme.md").write_text("\n".join(short) + "\n")
     print("\n".join(lines))
     plot(df, figure)
 

@@ -377,6 +377,43 @@ def test_interrupted_training_resumes_from_its_checkpoint_to_the_same_bytes(tmp_
         (tmp_path / "whole/model.safetensors").read_bytes()
 
 
+def test_a_checkpoint_goes_on_under_a_longer_budget_to_the_bytes_of_a_run_given_it_from_the_start(tmp_path,
+                                                                                                   monkeypatch):
+    import gna.micro.train as tr
+
+    def phased(steps):   # the budget is the last phase's steps and max_steps
+        return {**TINY_TRAIN, "max_steps": steps, "eval_every": 2, "targets": {},
+                "phases": [{"name": "a", "steps": 2, "corpus": {"mmlu_prob": 0.0}}, {"name": "b", "steps": steps - 2}]}
+
+    longer = train("llama", TINY["llama"], phased(8), tmp_path / "longer", seed=0)
+    real, calls = tr.evaluate, []
+
+    def dies(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:      # killed at step 6 of a 6-step run: its step-4 checkpoint stays
+            raise KeyboardInterrupt("killed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tr, "evaluate", dies)
+    with pytest.raises(KeyboardInterrupt):
+        train("llama", TINY["llama"], phased(6), tmp_path / "m", seed=0)
+    assert [p.name for p in (tmp_path / "m.ckpt").iterdir()] == ["step-000004"]
+    monkeypatch.setattr(tr, "evaluate", real)
+    resumed = train("llama", TINY["llama"], phased(8), tmp_path / "m", seed=0)
+    assert resumed["steps"] == longer["steps"] == 8 and resumed["metrics"] == longer["metrics"]
+    assert (tmp_path / "m/model.safetensors").read_bytes() == (tmp_path / "longer/model.safetensors").read_bytes()
+    # a checkpoint past a shorter budget is not resumed: the 3-step run starts afresh
+    monkeypatch.setattr(tr, "evaluate", dies)
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):
+        train("llama", TINY["llama"], phased(8), tmp_path / "n", seed=0)
+    monkeypatch.setattr(tr, "evaluate", real)
+    short = train("llama", TINY["llama"], phased(3), tmp_path / "n", seed=0)
+    fresh = train("llama", TINY["llama"], phased(3), tmp_path / "f", seed=0)
+    assert short["steps"] == fresh["steps"] == 3
+    assert (tmp_path / "n/model.safetensors").read_bytes() == (tmp_path / "f/model.safetensors").read_bytes()
+
+
 def test_phase_targets_end_a_phase_at_a_fixed_evaluation(tmp_path):
     phased = {**TINY_TRAIN, "max_steps": 100, "eval_every": 2, "targets": {},
               "phases": [{"name": "a", "steps": 6, "targets": {"knowledge": 0.0}}, {"name": "b", "steps": 2}]}

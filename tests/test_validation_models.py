@@ -1,6 +1,7 @@
 """The fast scan's validation models (gna.micro.validation_models): each spec has >= 128 heads;
 the shipped checkpoints load, keep that shape, retrieve well above chance on the recall benchmark's
-probe, and their exact rankings (benchmarks/results/atp_recall/exact) have >= 10 heads beyond noise."""
+probe, and their exact rankings (benchmarks/results/atp_recall/exact) have >= 10 heads beyond noise (the
+benchmark's paired rule: exact McNemar, 5% familywise over the heads)."""
 import importlib.util
 import math
 from pathlib import Path
@@ -75,11 +76,51 @@ SHORT_OF_TEN = {"val-llama": "5 heads beyond noise on the 200-prompt, 16-pair pr
                                   if n in SHORT_OF_TEN else n for n in sorted(VALIDATION_MODELS)])
 def test_shipped_exact_ranking_has_ten_heads_beyond_noise(name):
     _shipped(name)
-    noise_bar = _benchmark().noise_bar
+    bench = _benchmark()
     path = ROOT / "benchmarks" / "results" / "atp_recall" / "exact" / f"{name}.csv"
     assert path.is_file(), f"no exact ranking of {name}: run python benchmarks/atp_recall.py --models {name}"
     ex = pd.read_csv(path)
     assert len(ex) >= MIN_HEADS
-    base = float(ex.baseline_accuracy.iloc[0])
-    beyond = ex["drop"] > noise_bar(base, ex["accuracy"], int(ex.n_examples.iloc[0]))
-    assert int(beyond.sum()) >= 10
+    pairs, examples, _ = bench.MODELS[name]
+    assert (int(ex.pairs.iloc[0]), int(ex.n_examples.iloc[0])) == (pairs, examples)   # the spec's probe
+    assert "discordant" in ex and int(bench.beyond_noise(ex).sum()) >= 10
+
+
+def test_discordant_counts_the_prompts_whose_correctness_one_ablation_changes():
+    """scan_heads(discordant=True) against a per-head ablation scored prompt by prompt."""
+    import torch
+
+    from gna.interventions import ablate_heads
+    from gna.models import load_model
+    from gna.probes.kv import generate_kv_probe
+    from gna.probes.scoring import encode, score
+    from gna.scan import scan_heads
+
+    torch.set_num_threads(1)
+    model, tok = load_model({"path": str(ROOT / "data/models/micro-llama")})
+    enc = encode(generate_kv_probe(8, 48, 3, separator=" ", fmt="compact"), tok)
+    heads = [(3, 3, "attention"), (4, 2, "attention"), (0, 1, "attention")]
+    df = scan_heads(model, enc, heads=heads, discordant=True, progress=False).set_index(["layer", "head"])
+    right = score(model, enc).logprobs.argmax(-1).eq(enc.answers)
+    changed_any = 0
+    for layer, head, _ in heads:
+        with ablate_heads(model, [(layer, head)]):
+            ablated = score(model, enc).logprobs.argmax(-1).eq(enc.answers)
+        want = int(ablated.ne(right).sum())
+        assert df.loc[(layer, head), "discordant"] == want
+        assert df.loc[(layer, head), "drop"] == pytest.approx((int(right.sum()) - int(ablated.sum())) / len(enc))
+        changed_any += want
+    assert changed_any > 0      # the Gather head L3H3 changes prompts: the comparison is not of zeros
+
+
+def test_the_paired_noise_rule_is_an_exact_mcnemar_test_at_a_familywise_level():
+    bench = _benchmark()
+    n = 2000
+    assert bench.mcnemar_p(12 / n, 12, n) == pytest.approx(0.5 ** 12)     # 12 prompts turned wrong, none right
+    assert bench.mcnemar_p(0.0, 10, n) > 0.5                                # as many turn each way
+    assert bench.mcnemar_p(0.01, float("nan"), n) == 1.0                   # not counted: never beyond
+    # 128 heads: p < 0.05 / 128 = 3.9e-4. 12 of 12 one way passes (2.4e-4), 11 of 11 does not (4.9e-4)
+    ex = pd.DataFrame({"drop": [12 / n, 11 / n, 0.0] + [0.0] * 125, "discordant": [12, 11, 4] + [0] * 125,
+                       "n_examples": n})
+    assert bench.beyond_noise(ex).tolist()[:3] == [True, False, False]
+    assert int(bench.beyond_noise(ex).sum()) == 1

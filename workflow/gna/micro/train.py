@@ -95,8 +95,12 @@ def train(family: str, model_config_overrides: dict | None = None,
     with atomic_path(out, directory=True) as tmp:
         resolved = _resolved_config(family, seed, model_config_overrides, model, cfg, world, phases, n_params)
         (tmp / "train_config.json").write_text(json.dumps(resolved, indent=1, sort_keys=True, default=str) + "\n")
-        ckpts = TrainCheckpoints(out, {k: v for k, v in resolved.items() if k != "versions"})
+        ckpts = TrainCheckpoints(out, _same_run(resolved))
         state = ckpts.latest() if resume else None
+        if state is not None and state["step"] > run.total:   # a longer run's checkpoint: past this budget
+            log.warning("%s is at step %d, past this run's %d steps: starting afresh", ckpts.root, state["step"],
+                        run.total)
+            state = None
         if not resume:
             ckpts.clear()
         log.info("training %s (%d parameters) into %s: %d phase(s), at most %d steps", family, n_params, out,
@@ -129,6 +133,18 @@ def _resolved_config(family: str, seed: int, model_config_overrides: dict | None
                    for ph in phases],
         "versions": _versions(),
     }
+
+
+def _same_run(resolved: dict[str, Any]) -> dict[str, Any]:
+    """What makes two runs the same run (the checkpoints' fingerprint): the resolved configuration less
+    the versions and the step budget (``max_steps`` and the last phase's ``steps``). The schedule and
+    the curriculum follow the global step, not the budget, so a run given more steps passes through the
+    same states, and a checkpoint of a shorter run goes on under a longer budget."""
+    same = {k: v for k, v in resolved.items() if k != "versions"}
+    same["train"] = {k: v for k, v in same["train"].items() if k != "max_steps"}
+    if same.get("phases"):
+        same["phases"] = [*same["phases"][:-1], {k: v for k, v in same["phases"][-1].items() if k != "steps"}]
+    return same
 
 
 def _versions() -> dict[str, str]:

@@ -24,12 +24,14 @@ from .repeated_forwards import repeated_forward_scores
 @torch.no_grad()
 def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, max_rows: int = 256,
                kinds=None, layers=None, model_name: str = "", progress: bool = True, heads=None,
-               baseline: ProbeScore | None = None) -> pd.DataFrame:
+               baseline: ProbeScore | None = None, discordant: bool = False) -> pd.DataFrame:
     """Accuracy on ``encoded`` with each head alone ablated, for every head of the chosen mixers.
 
     ``max_rows`` bounds a forward's batch (ablation copies x rows); lower it to save memory.
     ``heads``: only these ``(layer, head, kind)`` (``atp+exact``'s candidates); default all.
     ``baseline``: the unmodified model's score on ``encoded`` where the caller has it (the probe check).
+    ``discordant``: add a column of that name, the prompts whose correctness the ablation changes
+    (either way): with the drop it gives the paired standard error of the drop on these prompts.
     Returns the ranked tidy table (see ``COLUMNS``).
     """
     mixers = select_mixers(model, kinds, layers)
@@ -54,7 +56,11 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
                                         progress=progress, desc="head scan")
     rows = [dict(layer=m.layer, kind=m.kind, head=h, accuracy=totals[n, 0].item() / len(encoded),
                  answer_logprob=totals[n, 1].item() / len(encoded)) for n, (_, m, h) in enumerate(items)]
-    return rank_heads(rows, baseline.logprobs, encoded, model_name, logprob_resolution(model))
+    ranked = rank_heads(rows, baseline.logprobs, encoded, model_name, logprob_resolution(model))
+    if discordant:
+        changed = {(m.layer, m.kind, h): int(totals[n, 3].item()) for n, (_, m, h) in enumerate(items)}
+        ranked["discordant"] = [changed[(r.layer, r.kind, r.head)] for r in ranked.itertuples()]
+    return ranked
 
 
 @torch.no_grad()

@@ -47,18 +47,21 @@ def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: d
 
     ``prepare(batch, inputs)`` -> a batch's state (e.g. the senders' writes); ``intervene(stack, state,
     layer, chunk, x)`` enters the chunk's contexts on ``stack`` (``x``: the repeated layer input, (A*B,
-    T, d)). Returns per item the summed correct count, answer log-prob and margin ``(n_items, 3)``,
-    and the unmodified model's means (``baseline_accuracy``, ``baseline_logprob``, ``baseline_margin``).
+    T, d)). Returns per item the summed correct count, answer log-prob and margin, and the count of
+    prompts whose correctness differs from the unmodified model's (the paired difference's discordant
+    prompts: its variance, for a paired noise bar) ``(n_items, 4)``, and the unmodified model's means (``baseline_accuracy``, ``baseline_logprob``, ``baseline_margin``).
     ``group_of(item)``: a chunk never spans two groups (the head scan: one mixer's heads per chunk,
     one ``head_mask`` of one kind)."""
     device = next(model.parameters()).device
     base = (score(model, encoded, batch_size=batch_size) if baseline is None else baseline).logprobs
     keep = accepts_logits_to_keep(model)
-    totals = torch.zeros(n_items, 3, dtype=torch.float64)
+    totals = torch.zeros(n_items, 4, dtype=torch.float64)
+    base_right = base.argmax(-1).eq(encoded.answers)
     with fp32_logits(model) as head:
         for b in tqdm(list(iter_batches(encoded, batch_size)), desc=desc, unit="batch", disable=not progress):
             b = b.to(device)
             answers = encoded.answers[b.examples.cpu()]
+            was_right = base_right[b.examples.cpu()]
             B = b.input_ids.shape[0]
             inputs = capture_layer_inputs(model, sorted(by_start), input_ids=b.input_ids,
                                           attention_mask=b.attention_mask, use_cache=False)
@@ -73,9 +76,11 @@ def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: d
                         stack.enter_context(start_at_layer(model, start, x))
                         intervene(stack, state, start, chunk, x)
                         lp = copies_choice_logprobs(model, b, head, keep, A).cpu()  # (A, E, C)
-                    totals[chunk, 0] += lp.argmax(-1).eq(answers).double().sum(-1)
+                    right = lp.argmax(-1).eq(answers)
+                    totals[chunk, 0] += right.double().sum(-1)
                     totals[chunk, 1] += lp.gather(2, answers.expand(A, -1)[..., None]).squeeze(-1).sum(-1)
                     totals[chunk, 2] += margins(lp, answers).sum(-1)
+                    totals[chunk, 3] += right.ne(was_right).double().sum(-1)
     return totals, dict(baseline_accuracy=base.argmax(-1).eq(encoded.answers).double().mean().item(),
                         baseline_logprob=base.gather(1, encoded.answers[:, None]).mean().item(),
                         baseline_margin=margins(base, encoded.answers).mean().item())
