@@ -398,8 +398,10 @@ def test_a_checkpoint_goes_on_under_a_longer_budget_to_the_bytes_of_a_run_given_
     with pytest.raises(KeyboardInterrupt):
         train("llama", TINY["llama"], phased(6), tmp_path / "m", seed=0)
     assert [p.name for p in (tmp_path / "m.ckpt").iterdir()] == ["step-000004"]
-    monkeypatch.setattr(tr, "evaluate", real)
+    evals = []
+    monkeypatch.setattr(tr, "evaluate", lambda *a, **k: evals.append(1) or real(*a, **k))
     resumed = train("llama", TINY["llama"], phased(8), tmp_path / "m", seed=0)
+    assert len(evals) == 2          # steps 6 and 8: it went on from step 4, not from the start
     assert resumed["steps"] == longer["steps"] == 8 and resumed["metrics"] == longer["metrics"]
     assert (tmp_path / "m/model.safetensors").read_bytes() == (tmp_path / "longer/model.safetensors").read_bytes()
     # a checkpoint past a shorter budget is not resumed: the 3-step run starts afresh

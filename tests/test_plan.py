@@ -206,7 +206,7 @@ def test_the_scan_method_ratios_quoted_by_the_preset_and_the_manual_are_the_plan
     """paper.yaml's comment on scan.method and docs/fast-scan.md's table quote gna.plan.jobs.scan_methods."""
     import re
 
-    from gna.plan.jobs import scan_methods
+    from gna.plan.scan_methods import scan_methods
 
     cfg = with_defaults(yaml.safe_load(PAPER.read_text()))
     rows = {r["model"]: r for r in scan_methods(cfg, models=["llama-3b", "llama-8b"])}

@@ -140,10 +140,13 @@ def _same_run(resolved: dict[str, Any]) -> dict[str, Any]:
     the versions and the step budget (``max_steps`` and the last phase's ``steps``). The schedule and
     the curriculum follow the global step, not the budget, so a run given more steps passes through the
     same states, and a checkpoint of a shorter run goes on under a longer budget."""
+    def last_unbudgeted(phases):
+        return [*phases[:-1], {k: v for k, v in phases[-1].items() if k != "steps"}] if phases else phases
+
     same = {k: v for k, v in resolved.items() if k != "versions"}
     same["train"] = {k: v for k, v in same["train"].items() if k != "max_steps"}
-    if same.get("phases"):
-        same["phases"] = [*same["phases"][:-1], {k: v for k, v in same["phases"][-1].items() if k != "steps"}]
+    same["train"]["phases"] = last_unbudgeted(same["train"].get("phases"))
+    same["phases"] = last_unbudgeted(same.get("phases"))
     return same
 
 

@@ -267,48 +267,6 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
     raise PlanError(f"plan: no estimator for GPU rule {rule!r}: add one to gna.plan.jobs.estimate_job")
 
 
-# -- the head scan's methods side by side ---------------------------------------------------------
-
-SCAN_METHODS = ("exact", "atp+exact")
-
-
-def scan_methods(config: dict, hw: Hardware | None = None, models=None) -> list[dict]:
-    """Per scanned model, the ``head_scan`` job under each of :data:`SCAN_METHODS` with the config's
-    other scan settings: heads, the scan's seconds, the job's (start-up and the weights' load added),
-    their ratios exact / atp+exact and each method's peak GPU GB. The one source of every ratio the
-    preset, the manual and the plan quote."""
-    hw = hw or Hardware()
-    out = []
-    for name in (models or config["scan"]["models"]):
-        row: dict = {"model": name}
-        for method in SCAN_METHODS:
-            s = Study({**config, "scan": {**config["scan"], "method": method}}, hw)
-            info = s.info(name)
-            est = estimate_job(s, "head_scan", {"model": name}, True)
-            row["heads"] = sum(h for (_, _, h) in info.heads_by_layer)
-            row[f"{method}_job_s"] = est.hours * 3600
-            row[f"{method}_scan_s"] = est.hours * 3600 - E.load_seconds(hw, info)
-            row[f"{method}_gpu_gb"] = est.gpu_gb
-        row["scan_ratio"] = row["exact_scan_s"] / row["atp+exact_scan_s"]
-        row["job_ratio"] = row["exact_job_s"] / row["atp+exact_job_s"]
-        out.append(row)
-    return out
-
-
-def scan_method_lines(rows: list[dict]) -> list[str]:
-    """The plan's markdown table of :func:`scan_methods`."""
-    lines = ["", "## Head scan: exact against atp+exact", "",
-             "Per `head_scan` job with this config's scan settings (`scan.method` set to each; the job adds "
-             "start-up and the weights' load). docs/fast-scan.md says how far atp+exact's ranking is trusted.", "",
-             "| model | heads | exact scan (s) | atp+exact scan (s) | scan ratio | job ratio | peak GB exact / atp+exact |",
-             "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['model']} | {r['heads']:,} | {r['exact_scan_s']:,.0f} | {r['atp+exact_scan_s']:,.0f} | "
-                     f"{r['scan_ratio']:.1f}x | {r['job_ratio']:.1f}x | "
-                     f"{r['exact_gpu_gb']:.1f} / {r['atp+exact_gpu_gb']:.1f} |")
-    return lines
-
-
 # -- the plan --------------------------------------------------------------------------------------
 
 @dataclass
@@ -391,7 +349,7 @@ def check_profile(rows: list[Row], profile: dict) -> list[str]:
 
 def write(rows: list[Row], md_path, csv_path, profile: dict | None = None, hw: Hardware | None = None,
           title: str = "", world: tuple[int, int] = (1, 1), cpus_per_rank: int = 4,
-          scan_rows: list[dict] | None = None) -> None:
+          sections: list[str] | None = None) -> None:
     import pandas as pd
 
     hw = hw or Hardware()
@@ -423,8 +381,7 @@ def write(rows: list[Row], md_path, csv_path, profile: dict | None = None, hw: H
         lines += ["", "## Against profiles/slurm", ""]
         lines += ([f"- {b}" for b in bad] if bad else ["Every job fits the profile's GPU memory, runtime "
                                                        "(resumable jobs over their attempts) and mem_mb."])
-    if scan_rows:
-        lines += scan_method_lines(scan_rows)
+    lines += sections or []     # e.g. gna.plan.scan_methods.scan_method_lines
     from .ranks import rank_lines
 
     lines += rank_lines(rows, hw, world, cpus_per_rank)
