@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from fractions import Fraction
 import time
 from pathlib import Path
 
@@ -67,11 +66,12 @@ def mcnemar_p(drop: float, discordant: float, n: int) -> float:
     """One-sided exact McNemar p-value that an ablation lowers accuracy: of the ``discordant`` prompts
     whose correctness it changes, ``(discordant + drop * n) / 2`` turn wrong; under no effect each
     changed prompt turns either way with probability 1/2. 1.0 where the count is unknown (NaN)."""
-    if discordant != discordant or discordant <= 0:
+    from scipy.stats import binom   # as the guard's Clopper-Pearson bound (gna.scan.attribution_ranking)
+
+    if math.isnan(discordant) or discordant <= 0:
         return 1.0
-    N = int(round(discordant))
-    worse = int(round((discordant + drop * n) / 2))
-    return float(Fraction(sum(math.comb(N, k) for k in range(max(worse, 0), N + 1)), 2 ** N))
+    worse = round((discordant + drop * n) / 2)
+    return float(binom.sf(worse - 1, round(discordant), 0.5))
 
 
 def beyond_noise(exact: pd.DataFrame) -> pd.Series:

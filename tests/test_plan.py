@@ -203,7 +203,7 @@ def test_the_paper_stages_run_on_8_gpus_each_within_one_attempt():
 
 
 def test_the_scan_method_ratios_quoted_by_the_preset_and_the_manual_are_the_plans():
-    """paper.yaml's comment on scan.method and docs/fast-scan.md's table quote gna.plan.jobs.scan_methods."""
+    """paper.yaml's comment on scan.method and docs/fast-scan.md's table quote gna.plan.scan_methods.scan_methods."""
     import re
 
     from gna.plan.scan_methods import scan_methods

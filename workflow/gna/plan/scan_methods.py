@@ -18,14 +18,13 @@ def scan_methods(config: dict, hw: Hardware | None = None, models=None) -> list[
     hw = hw or Hardware()
     out = []
     for name in (models or config["scan"]["models"]):
-        row: dict = {"model": name}
+        info = Study(config, hw).info(name)
+        row: dict = {"model": name, "heads": sum(h for (_, _, h) in info.heads_by_layer)}
         for method in SCAN_METHODS:
-            s = Study({**config, "scan": {**config["scan"], "method": method}}, hw)
-            info = s.info(name)
-            est = estimate_job(s, "head_scan", {"model": name}, True)
-            row["heads"] = sum(h for (_, _, h) in info.heads_by_layer)
+            est = estimate_job(Study({**config, "scan": {**config["scan"], "method": method}}, hw), "head_scan",
+                               {"model": name}, True)
             row[f"{method}_job_s"] = est.hours * 3600
-            row[f"{method}_scan_s"] = est.hours * 3600 - E.load_seconds(hw, info)
+            row[f"{method}_scan_s"] = row[f"{method}_job_s"] - E.load_seconds(hw, info)
             row[f"{method}_gpu_gb"] = est.gpu_gb
         row["scan_ratio"] = row["exact_scan_s"] / row["atp+exact_scan_s"]
         row["job_ratio"] = row["exact_job_s"] / row["atp+exact_job_s"]

@@ -31,7 +31,7 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
     ``heads``: only these ``(layer, head, kind)`` (``atp+exact``'s candidates); default all.
     ``baseline``: the unmodified model's score on ``encoded`` where the caller has it (the probe check).
     ``discordant``: add a column of that name, the prompts whose correctness the ablation changes
-    (either way): with the drop it gives the paired standard error of the drop on these prompts.
+    (either way): with the drop, a paired (McNemar) test of the drop on these prompts.
     Returns the ranked tidy table (see ``COLUMNS``).
     """
     mixers = select_mixers(model, kinds, layers)

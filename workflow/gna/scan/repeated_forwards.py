@@ -49,7 +49,8 @@ def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: d
     layer, chunk, x)`` enters the chunk's contexts on ``stack`` (``x``: the repeated layer input, (A*B,
     T, d)). Returns per item the summed correct count, answer log-prob and margin, and the count of
     prompts whose correctness differs from the unmodified model's (the paired difference's discordant
-    prompts: its variance, for a paired noise bar) ``(n_items, 4)``, and the unmodified model's means (``baseline_accuracy``, ``baseline_logprob``, ``baseline_margin``).
+    prompts, for a paired test of the drop) ``(n_items, 4)``, and the unmodified model's means
+    (``baseline_accuracy``, ``baseline_logprob``, ``baseline_margin``).
     ``group_of(item)``: a chunk never spans two groups (the head scan: one mixer's heads per chunk,
     one ``head_mask`` of one kind)."""
     device = next(model.parameters()).device
@@ -81,6 +82,6 @@ def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: d
                     totals[chunk, 1] += lp.gather(2, answers.expand(A, -1)[..., None]).squeeze(-1).sum(-1)
                     totals[chunk, 2] += margins(lp, answers).sum(-1)
                     totals[chunk, 3] += right.ne(was_right).double().sum(-1)
-    return totals, dict(baseline_accuracy=base.argmax(-1).eq(encoded.answers).double().mean().item(),
+    return totals, dict(baseline_accuracy=base_right.double().mean().item(),
                         baseline_logprob=base.gather(1, encoded.answers[:, None]).mean().item(),
                         baseline_margin=margins(base, encoded.answers).mean().item())
