@@ -22,3 +22,22 @@ def test_a_job_writes_with_its_callers_umask(tmp_path):
     for path in (tmp_path / PROBE, tmp_path / "logs/probes/kv-compact-n2-s3-space.log"):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path  # not readable by another user
 
+
+
+def test_saved_weights_get_the_umask_mode_of_the_other_files(tmp_path):
+    """safetensors creates its files owner-only whatever the umask; a model saved through
+    gna.io.atomic_path gets the mode its config.json gets (here 0o644 under umask 022)."""
+    import torch
+    from safetensors.torch import save_file
+
+    from gna.io import atomic_path
+
+    old = os.umask(0o022)
+    try:
+        with atomic_path(tmp_path / "model", directory=True) as tmp:
+            save_file({"w": torch.zeros(2)}, tmp / "model.safetensors")
+            (tmp / "config.json").write_text("{}")
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "model").iterdir()}
+    assert modes == {"model.safetensors": 0o644, "config.json": 0o644}

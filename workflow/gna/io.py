@@ -32,6 +32,12 @@ def atomic_path(path, directory: bool = False) -> Iterator[Path]:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, (0o777 if directory else 0o666) & ~umask)
+        if directory:
+            # safetensors (0.8.1 on) writes through a temporary file renamed into place, created
+            # owner-only whatever the umask (safetensors/safetensors#782): its weights get the mode
+            # of any other file the job writes, or a collaborator can read the config and not them.
+            for f in tmp.rglob("*.safetensors"):
+                os.chmod(f, 0o666 & ~umask)
         if directory and path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
