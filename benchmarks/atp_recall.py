@@ -21,7 +21,7 @@ noise), ``<out>/summary.md`` (per model and estimator: the budget that reaches r
 beyond noise, and recall at 15% of the heads) and ``docs/img/atp_recall.png`` (``--figure``). The exact rankings are
 cached in ``<out>/exact/<model>.csv`` (delete to recompute).
 
-    python benchmarks/atp_recall.py [--models val-llama val-mamba2 micro-llama ...] [--examples N]
+    python benchmarks/atp_recall.py [--models val-llama val-bamba micro-llama ...] [--examples N]
 """
 from __future__ import annotations
 
@@ -141,6 +141,14 @@ def with_discordant(model, enc, df: pd.DataFrame, path: Path) -> pd.DataFrame:
     return df
 
 
+def estimator_order(model, enc, estimator: str) -> list[tuple]:
+    """Every head as ``(layer, kind, head)``, in ``estimator``'s order (largest estimate first; ties
+    by position), as ``atp+exact`` would take its candidates."""
+    est = atp_scan(model, enc, select_mixers(model), progress=False, **ESTIMATORS[estimator])
+    est = est.sort_values(["atp_magnitude", "layer", "kind", "head"], ascending=[False, True, True, True])
+    return [tuple(r) for r in est[KEY].itertuples(index=False)]
+
+
 def curves(exact: pd.DataFrame, order: list[tuple], n: int) -> list[dict]:
     """Recall rows for every budget m = 1..heads, given an estimator's head order."""
     ex = exact.sort_values("rank")
@@ -201,13 +209,10 @@ def main() -> None:
                          if "seconds" in exact else float("nan")))
         print(f"{name}: {len(exact)} heads, baseline {base:.3f} (chance {1 / pairs:.3f}), "
               f"{n_beyond} heads beyond noise ({n_unpaired} by the unpaired rule)", flush=True)
-        mixers = select_mixers(model)
         for est_name in args.estimators:
             t = time.perf_counter()
-            est = atp_scan(model, enc, mixers, progress=False, **ESTIMATORS[est_name])
+            order = estimator_order(model, enc, est_name)
             secs = time.perf_counter() - t
-            est = est.sort_values(["atp_magnitude", "layer", "kind", "head"], ascending=[False, True, True, True])
-            order = [tuple(r) for r in est[KEY].itertuples(index=False)]
             for row in curves(exact, order, len(enc)):
                 all_rows.append(dict(model=name, estimator=est_name, estimator_s=secs, **row))
             print(f"  {est_name}: {secs:.0f} s", flush=True)
@@ -230,7 +235,9 @@ def _stats(g: pd.DataFrame) -> dict:
 
 def write_summary(df: pd.DataFrame, info: pd.DataFrame, out: Path, figure: Path) -> None:
     """``summary.md`` (every model and estimator) and ``readme.md`` (the default estimator per model,
-    the table the README quotes), then the figure."""
+    the table the README quotes), then the figure; models in the order of ``MODELS``."""
+    order = {m: i for i, m in enumerate(MODELS)}
+    df = df.sort_values("model", key=lambda s: s.map(order), kind="stable")
     info = info.set_index("model")
     lines = ["| model | heads | baseline (chance) | heads beyond noise (unpaired rule) | top-10 beyond noise | estimator | "
              "heads ablated for recall@10 >= 0.9 (beyond noise) | recall@10 beyond noise at 15% | "

@@ -264,7 +264,8 @@ def test_lm_eval_runs_every_task(tmp_path, monkeypatch, world, tok):
 TINY = {"llama": dict(hidden_size=32, intermediate_size=64),
         "mamba2": dict(hidden_size=32, num_heads=4, head_dim=16, state_size=8, chunk_size=32),
         "mamba1": dict(hidden_size=32, state_size=4),
-        "zamba2": dict(hidden_size=32, mamba_d_state=8, n_mamba_heads=4, intermediate_size=64, chunk_size=32)}
+        "zamba2": dict(hidden_size=32, mamba_d_state=8, n_mamba_heads=4, intermediate_size=64, chunk_size=32),
+        "bamba": dict(hidden_size=32, mamba_d_state=8, mamba_n_heads=4, intermediate_size=64, mamba_chunk_size=32)}
 TINY_TRAIN = dict(max_steps=3, batch_size=4, eval_every=2, eval_rows=8, progress=False,
                   world=dict(n_eval=8), corpus=dict(max_len=96, mmlu_per_row=1, kv_max_pairs=4))
 
@@ -284,7 +285,8 @@ def test_train_smoke_saves_a_loadable_model(family, tmp_path):
     model = AutoModelForCausalLM.from_pretrained(out).eval()
     tok = AutoTokenizer.from_pretrained(out)
     assert type(model).__name__ == {"llama": "LlamaForCausalLM", "mamba2": "Mamba2ForCausalLM",
-                                    "mamba1": "MambaForCausalLM", "zamba2": "Zamba2ForCausalLM"}[family]
+                                    "mamba1": "MambaForCausalLM", "zamba2": "Zamba2ForCausalLM",
+                                    "bamba": "BambaForCausalLM"}[family]
     ids = tok("k5 12\nk7 3\nk5 ?", return_tensors="pt").input_ids
     assert ids[0, 0] == tok.bos_token_id and tok.unk_token_id not in ids
     assert model(ids).logits.shape == (1, ids.shape[1], len(tok))

@@ -53,6 +53,20 @@ VALIDATION_MODELS: dict[str, dict[str, Any]] = {
         "model": {"num_hidden_layers": 2, "num_heads": 64, "head_dim": 4, "expand": 4, "chunk_size": 8},
         "train": _phase1(1500, {"kv8": 0.85, "kv16": 0.6, "knowledge": 0.9}),
     },
+    # Bamba (Mamba-2 and attention layers): Mamba-2, attention, Mamba-2, attention; 32 heads per layer
+    # (attention of width 8, Mamba-2 of width 4 with state 16) = 64 attention + 64 Mamba-2 heads.
+    # State 16: a Mamba-2 stack of that state stays at chance on KV retrieval (recipe notes), so the
+    # attention layers carry it, as in the paper's hybrids. With one attention layer (Mamba-2, attention,
+    # Mamba-2, Mamba-2, same widths) KV stayed at chance through 1,380 steps; this shape retrieves from
+    # step ~900 and ends its 2,000 steps at kv4 / kv8 / kv16 .94 / .86 / .69 (docs/fast-scan.md).
+    # chunk 16: the PyTorch SSD path's cost follows heads x chunk (val-mamba2 above).
+    "val-bamba": {
+        "family": "bamba", "seed": 0, "probe_pairs": 16, "probe_examples": 2000,
+        "model": {"num_hidden_layers": 4, "attn_layer_indices": [1, 3], "num_attention_heads": 32,
+                  "num_key_value_heads": 32, "head_dim": 8, "mamba_n_heads": 32, "mamba_d_head": 4,
+                  "mamba_chunk_size": 16},
+        "train": _phase1(2000, {"kv8": 0.9, "kv16": 0.8, "knowledge": 0.9}),
+    },
 }
 
 
