@@ -23,7 +23,6 @@ def test_a_job_writes_with_its_callers_umask(tmp_path):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path  # not readable by another user
 
 
-
 def test_saved_weights_get_the_umask_mode_of_the_other_files(tmp_path):
     """safetensors creates its files owner-only whatever the umask; a model saved through
     gna.io.atomic_path gets the mode its config.json gets (here 0o644 under umask 022)."""

@@ -92,6 +92,7 @@ FAMILY_PRESETS: dict[str, dict[str, Any]] = {
                       num_key_value_heads=4, intermediate_size=256, mamba_n_heads=8, mamba_d_head=16,
                       mamba_n_groups=1, mamba_d_state=16, mamba_expand=2, mamba_d_conv=4, mamba_chunk_size=64,
                       max_position_embeddings=512, tie_word_embeddings=False),
+        # Mamba-2's phase budgets; only the retrieval phase has been run on this family (val-bamba)
         "train": _recipe(600, {"kv8": 0.9, "knowledge": 0.98}, 600, 400),
     },
 }
