@@ -41,6 +41,7 @@ quiet_missing_metadata()
 try:
     include: "workflow/rules/common.smk"
     include: "workflow/rules/models.smk"
+    include: "workflow/rules/external.smk"  # fetched artifacts, GGUF checkpoints converted
     include: "workflow/rules/probes.smk"
     include: "workflow/rules/scan.smk"
     include: "workflow/rules/pruning.smk"

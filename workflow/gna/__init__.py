@@ -6,6 +6,7 @@ responsibility:
 - ``config``: a study's config, read and checked at parse time
 - ``jobs``: a Snakemake job's life (job context, batched conditions, devices)
 - ``models``: loading, one adapter per architecture, the models the library implements
+- ``external``: what a study takes from outside, pinned by version and sha256, and its fetch
 - ``probes``: the KV probe and how a model is scored on it
 - ``interventions``: head ablation, layer swaps, masked mixing (never edit weights)
 - ``scan``: the head scan (exact ablation, attribution estimate, their rankings)

@@ -3,6 +3,7 @@
     gna describe MODEL              the token mixers: layer, kind, heads, head width, K/V grouping
     gna scan MODEL --out DIR        KV probe -> head ranking -> G&A roles -> heatmaps, into DIR
     gna export RANKING --k K ...    a ranking's top k as goombalab/mohawk's architecture YAML and --heads
+    gna convert-gguf GGUF --out DIR  a GGUF checkpoint dequantized into a model directory
 
 A thin layer: every step calls the library function the pipeline's rule calls (``head_scan.py``,
 ``kv_probe.py``, ``ga_heatmaps.py``) with the same arguments, so ``gna scan``'s ranking equals the
@@ -15,6 +16,8 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+
+from .models.mixer_table import describe_table  # noqa: F401  (also gna.cli.describe_table, as the tour uses it)
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 
@@ -34,31 +37,6 @@ def _model_name(model: str) -> str:
     return Path(model.rstrip("/")).name or model
 
 
-def _text_table(rows: list[dict]) -> str:
-    cols = list(rows[0])
-    width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
-    lines = ["  ".join(c.ljust(width[c]) for c in cols)]
-    lines += ["  ".join(str(r[c]).ljust(width[c]) for c in cols) for r in rows]
-    return "\n".join(line.rstrip() for line in lines)
-
-
-def describe_table(model) -> str:
-    """The mixers of ``model`` as a text table, one row per mixer (Zamba2: per invocation)."""
-    from .models import adapter_for
-
-    adapter = adapter_for(model)
-    desc = adapter.describe()
-    cfg = model.config
-    arch = (getattr(cfg, "architectures", None) or [type(model).__name__])[0]
-    head = (f"{arch} (model_type {getattr(cfg, 'model_type', '?')}), adapter {adapter.family}: "
-            f"{desc.n_layers} layers, {len(desc.mixers)} mixers, {desc.n_heads_total} heads")
-    rows = [{"layer": m.layer, "kind": m.kind, "n_heads": m.n_heads, "head_dim": m.head_dim,
-             "kv_heads": "-" if m.kv_heads is None else m.kv_heads,
-             "heads_per_kv": "-" if m.kv_group is None else m.kv_group,
-             "heads_live_in (input of)": m.out_proj_path or "?"} for m in desc.mixers]
-    return head + "\n" + _text_table(rows)
-
-
 def cmd_describe(args) -> int:
     from .models import load_model
 
@@ -68,6 +46,11 @@ def cmd_describe(args) -> int:
     model, _ = load_model(_spec(args), with_tokenizer=False)
     print(describe_table(model))
     return 0
+
+
+def cmd_convert_gguf(args) -> int:
+    from .models.gguf import convert_gguf
+    return convert_gguf(args.gguf, args.out, args.dtype, log=lambda msg: print(msg, file=sys.stderr)) and 0
 
 
 def heatmap_rows(role: str, head, matrix, tokens: list[str]) -> list[dict]:
@@ -244,6 +227,13 @@ def parser() -> argparse.ArgumentParser:
                        "module whose input holds the heads, viewed as (..., n_heads, head_dim).")
     _model_options(d)
     d.set_defaults(run=cmd_describe)
+    c = sub.add_parser("convert-gguf", help="dequantize a GGUF checkpoint into a model directory", description=(
+        "Dequantize GGUF (llama.cpp's format) once into a safetensors model directory, as the gguf_model rule does; "
+        "refused before any weight is read: not GGUF, truncated, an architecture transformers cannot load."))
+    c.add_argument("gguf", metavar="GGUF")
+    c.add_argument("--out", required=True, metavar="DIR", help="the model directory (written all at once)")
+    c.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
+    c.set_defaults(run=cmd_convert_gguf)
     s = sub.add_parser("scan", help="rank heads by KV retrieval, classify G&A roles, draw heatmaps",
                        description="Generate a KV-retrieval probe, ablate every head alone and rank the heads by the "
                        "accuracy drop (gna.scan.scan, as the pipeline's head_scan rule; --method atp+exact ablates "

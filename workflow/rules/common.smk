@@ -1,5 +1,6 @@
 # Helpers shared by the rules: config validation, model sources, task roles, output lists.
 import os
+import re
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
@@ -12,6 +13,8 @@ from gna.experiments.token_sets import token_sets, tokens_of
 
 # One torch thread per job: two threads on a loaded 2-core machine ran 13-17x slower.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Jobs never reach the hub; the rules that fetch (external.smk) do, unless the user set this themselves.
+HUB_OFFLINE_SET_BY_USER = os.environ.get("HF_HUB_OFFLINE", "0").lower() not in ("0", "", "false", "no", "off")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 # The paper's published numbers, which the tables set beside ours (gna.report.common.published_dir).
@@ -63,9 +66,15 @@ def shipped_path(path):
 
 
 def model_source(name):
-    """The directory (or HF id) a model is loaded from."""
+    """The directory (or HF id) a model is loaded from: a model the workflow builds (random) or
+    converts (gguf) lies in results/models/<name>."""
     m = config["models"][name]
-    return f"results/models/{name}" if "random" in m else shipped_path(m["path"])
+    return f"results/models/{name}" if "random" in m or "gguf" in m else shipped_path(m["path"])
+
+
+def name_pattern(names):
+    """A wildcard constraint matching exactly ``names`` (and nothing when there are none)."""
+    return "|".join(re.escape(n) for n in names) or "(?!)"
 
 
 if config["tasks"].get("micro_data"):

@@ -4,6 +4,8 @@
 rule random_model:
     output:
         directory("results/models/{model}"),
+    wildcard_constraints:
+        model=name_pattern([m for m, entry in config["models"].items() if "random" in entry]),
     params:
         spec=lambda wc: dict(sorted(config["models"][wc.model]["random"].items())),
         seed=config["seed"],

@@ -36,7 +36,7 @@ def check_model_path(name: str, model: dict, source: str) -> None:
     """A local model that is not there: say so (not "needs n_layers"), naming the key."""
     from ..models.spec import names_a_directory
 
-    if "random" in model or Path(source).exists() or not names_a_directory(source):
+    if "random" in model or "gguf" in model or Path(source).exists() or not names_a_directory(source):
         return
     raise StudyConfigError(f"config error: models.{name}.path = {model.get('path')!r}: {source} does not exist "
                            f"(and it is not a Hugging Face id, org/name)")
@@ -56,8 +56,44 @@ def _config_json(model: dict, source: str, key: str | None = None) -> tuple[dict
         return cfg, None
     from .architectures import shipped_config, shipped_key
 
+    if "gguf" in model:  # not converted yet: a pinned artifact's shipped architecture, else the header
+        return gguf_config(model["gguf"], key)
     cfg = shipped_config(source)
     return (cfg, shipped_key(source)) if cfg else ({}, None)
+
+
+def gguf_config(gguf: dict, key: str | None = None) -> tuple[dict, str | None]:
+    """The architecture of a GGUF entry before its conversion: the shipped config.json of a pinned
+    artifact (data/architectures, keyed by the model it quantizes), else ``{}`` (the header's shape
+    is read by :func:`gguf_header_shape`)."""
+    from ..external import artifact_named
+    from .architectures import shipped_config, shipped_key
+
+    if "artifact" in gguf:
+        hub_id = artifact_named(gguf["artifact"], f"{key}.gguf.artifact" if key else "artifact").hub_id
+        cfg = shipped_config(hub_id)
+        if cfg:
+            return cfg, shipped_key(hub_id)
+    return {}, None
+
+
+def gguf_header_shape(gguf: dict, key: str) -> tuple[int | None, int | None]:
+    """``(layers, total heads)`` from a GGUF file's header, where the file is already here and its
+    architecture is attention only (an SSM's heads are not in the header's attention keys)."""
+    from ..external import gguf_file
+    from ..models.gguf import GgufError, gguf_shape, read_gguf_metadata
+
+    path = gguf_file(gguf)
+    if not Path(path).is_file():
+        return None, None
+    try:
+        meta = read_gguf_metadata(path)
+        arch, layers, heads = gguf_shape(meta)
+    except GgufError as e:
+        raise StudyConfigError(f"config error: {key}.gguf: {e}") from None
+    if any(k.startswith(f"{arch}.ssm.") for k in meta) or not layers or not heads:
+        return None, None
+    return layers, layers * heads
 
 
 def structure(model: dict, source: str, name: str | None = None,
@@ -87,6 +123,12 @@ def structure(model: dict, source: str, name: str | None = None,
         raise StudyConfigError(f"config error: models.{name}: its config.json has {depth[0]} = 0 (model {source}): "
                                f"a model without layers has no heads or layers to study")
     adapter = adapter_of_config(cfg, model.get("family")) if cfg else None
+    if adapter is None and "gguf" in model:
+        L, h = gguf_header_shape(model["gguf"], f"models.{name}")
+        for k, given, real in (("n_layers", n_layers, L), ("n_heads_total", heads, h)):
+            if given is not None and real is not None and given != real:
+                raise StudyConfigError(f"config error: models.{name}.{k} = {given}, but its GGUF file has {real}")
+        return n_layers or L, heads or h
     if adapter is None:
         return n_layers, heads
     try:
@@ -94,9 +136,10 @@ def structure(model: dict, source: str, name: str | None = None,
     except ConfigError as e:  # the adapter names the key inside the entry
         raise StudyConfigError(f"config error: models.{name}.{e} (model {source})") from None
     if shipped:
+        what = f"its GGUF file ({next(iter(model['gguf'].values()))})" if "gguf" in model else source
         for key, given, real in (("n_layers", n_layers, L), ("n_heads_total", heads, h)):
             if given is not None and given != real:
-                raise StudyConfigError(f"config error: models.{name}.{key} = {given}, but {source} has {real} "
+                raise StudyConfigError(f"config error: models.{name}.{key} = {given}, but {what} has {real} "
                                        f"(its architecture: data/architectures/{shipped}/config.json)")
     return n_layers or L, heads or h
 

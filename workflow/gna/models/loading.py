@@ -36,6 +36,12 @@ def _hub_config(spec: ModelSpec) -> dict | None:
 
 def _check_source(spec: ModelSpec) -> None:
     p = Path(spec.path).expanduser()
+    if p.is_file():
+        with open(p, "rb") as f:
+            gguf = f.read(4) == b"GGUF"
+        raise ModelLoadError(f"{spec.path!r} is a GGUF file, not a model directory: convert it once with `gna "
+                             f"convert-gguf {spec.path} --out DIR` (a study: models.<name>.gguf.file)" if gguf else
+                             f"{spec.path!r} is a file, not a model directory (one holding config.json and the weights)")
     if p.is_dir():
         if not (p / "config.json").is_file():
             raise ModelLoadError(f"model directory {spec.path!r} has no config.json")

