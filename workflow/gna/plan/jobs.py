@@ -336,7 +336,7 @@ def write(rows: list[Row], md_path, csv_path, profile: dict | None = None, hw: H
              f"{len(rows)} jobs, **{total:,.0f} GPU-hours** in all "
              f"({sum(r.hours * r.gpus for r in rows if r.gpu and not r.resumable):,.0f} without the distillation "
              f"stages); estimates for {hw.gpu_mem_gb:.0f} GB GPUs, one per job, the distillation stages on "
-             f"the configured data-parallel ranks (`gna.plan`, constants: "
+             f"the configured ranks, replicated or sharded (last section; `gna.plan`, constants: "
              f"{hw.fwd_tflops:.0f} TFLOP/s forward, {hw.train_tflops:.0f} training, "
              f"{hw.bandwidth_gbs:.0f} GB/s, all-reduce {hw.allreduce_gbs:.0f} GB/s in a node, "
              f"{hw.internode_gbs:.0f} across nodes). Peak GPU GB is per GPU, host GB per job, hours wall time.", "",
