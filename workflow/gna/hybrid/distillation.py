@@ -35,7 +35,10 @@ refused rather than mixed in. ``seed`` seeds torch at a fresh start; the data or
 Inside a torch.distributed process group the same loop is one data-parallel rank
 (:mod:`gna.hybrid.distributed`): it reads its rows of every batch, the losses' denominators are the
 whole batch's, the gradients are summed over the ranks before clipping, and rank 0 alone writes
-the checkpoints; a checkpoint resumes on any number of ranks.
+the checkpoints; a checkpoint resumes on any number of ranks. With ``sharding_mode="sharded"`` the
+student is split over the ranks instead (:mod:`gna.hybrid.sharding`, FSDP2): the same rows and
+denominators, the gradients reduce-scattered in the last micro-batch's backward, and every rank
+writes its shards of each checkpoint (``sharded/``), which resumes on any number of ranks.
 """
 from __future__ import annotations
 

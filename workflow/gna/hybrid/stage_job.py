@@ -80,7 +80,9 @@ def distill_stage_job(spec: dict, run: dict, state: int, k: int, selection: str,
     world.rows(int(data_cfg.get("batch_size", 16)))  # the batch splits over the ranks: checked before any work
     teacher, tok = load_model(spec)
     student, heads = stage_student(teacher, run, state, k, selection, spec, previous, ranking)
-    log.info("stage %d (%s): %s student, state %d, kept heads %s", stage, run["name"], selection, state, heads)
+    mode = "sharded" if world.size > 1 and (parallel or {}).get("sharding_mode") == "sharded" else "replicated"
+    log.info("stage %d (%s): %s student, state %d, kept heads %s, %s on %d rank(s)", stage, run["name"], selection,
+             state, heads, mode, world.size)
     data = make_stream(data_cfg, tok, micro_data, seed, purpose=f"stage{stage}", shards=tokens)
     steps = stage_steps(run["steps"], run["tokens"], int(data_cfg.get("batch_size", 16)), seq_len_of(data_cfg))
     # the checkpoint folder ignores the budgets and the memory knobs: a job that ran out of memory
@@ -106,7 +108,7 @@ def distill_stage_job(spec: dict, run: dict, state: int, k: int, selection: str,
         tok.save_pretrained(tmp)
         write_json({"stage": stage, "name": run["name"], "steps": result["step"], "tokens": result["tokens"],
                     "losses": result["losses"], "resumed_from": result["resumed_from"], "kept_heads": heads,
-                    "selection": selection, "state_size": state, "k": k, "lr": run["lr"], "ranks": world.size,
+                    "selection": selection, "state_size": state, "k": k, "lr": run["lr"], "ranks": world.size, "sharding": mode,
                     "attempts": result.get("attempts", []),
                     "seconds": time.time() - start}, tmp / "distill.json")
     shutil.rmtree(ckpt, ignore_errors=True)  # the output holds the student now
