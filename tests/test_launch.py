@@ -176,3 +176,22 @@ def test_auto_sharding_shards_exactly_when_a_replicated_rank_does_not_fit_and_re
     with pytest.raises(ConfigError, match="sharded needs gpus_per_stage > 1"):
         choose_sharding("sharded", 10.0, 0.0, hw, (1, 1), "j")
 
+
+
+def test_a_stage_job_runs_in_the_mode_the_plan_chose_replicated_1b_sharded_8b():
+    import yaml
+
+    from gna.config.schema import with_defaults
+    from gna.plan.ranks import stage_sharding
+
+    paper = yaml.safe_load((ROOT / "workflow/configs/paper.yaml").read_text())
+    option = yaml.safe_load((ROOT / "workflow/configs/options/student-8b.yaml").read_text())
+    job = {"k": "20", "state": "64", "stage": "3", "selection": "ranked"}
+    assert stage_sharding(with_defaults(paper), "distill_stage", {**job, "teacher": "llama-1b"}) == "replicated"
+    paper["experiments"]["hybrid_distillation"].update(option["experiments"]["hybrid_distillation"])
+    cfg = with_defaults(paper)
+    assert stage_sharding(cfg, "distill_stage", {**job, "teacher": "llama-8b"}) == "sharded"
+    assert stage_sharding(cfg, "distill_matrices", {"state": "64", "teacher": "llama-8b"}) == "sharded"
+    cfg["experiments"]["hybrid_distillation"]["gradient_sync"] = "last_micro_batch"  # + ~35 GB of gradients
+    with pytest.raises(ConfigError, match=r"distill_matrices\[teacher=llama-8b,k=0,state=64\]: .* even sharded"):
+        stage_sharding(cfg, "distill_matrices", {"state": "64", "teacher": "llama-8b"})
