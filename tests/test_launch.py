@@ -110,8 +110,9 @@ def test_a_stage_longer_than_its_profile_runtime_is_refused_before_submission(tm
     calls = (tmp_path / "calls.log").read_text() if (tmp_path / "calls.log").is_file() else ""
     assert "no sbatch call" in said and "sbatch " not in calls
     line = next(x for x in said.splitlines() if x.startswith("config error:"))
-    assert re.search(r"distill_matrices\[state=4,teacher=micro-llama\]: the plan gives 0\.\d+ h, the profile grants "
-                     r"runtime 1 min x 1 attempt\(s\) = 0\.02 h: raise set-resources distill_matrices runtime", line), line
+    assert re.search(r"distill_matrices\[state=4,teacher=micro-llama\]: the plan gives 0\.\d+ h, the profile "
+                     r"grants runtime 1 min x 1 attempt\(s\) = 0\.02 h: raise set-resources distill_matrices "
+                     r"runtime", line), line
     assert "preemptible-retries" in line and "gpus_per_stage" in line
 
 
@@ -156,7 +157,8 @@ def test_the_plan_gives_the_memory_per_rank_replicated_and_sharded():
     assert "does not fit one 80 GB GPU replicated" in text and "`hybrid_distillation.sharding: auto`" in text
     rows[1] = Row("distill_stage", "k=0,stage=3,teacher=l8b", True, 43.5, 400.0, 300.0, True, 8, "sharded", 171.0, 43.5)
     text = "\n".join(rank_lines(rows, Hardware(gpu_mem_gb=80), (8, 1), 4))
-    assert "| distill_stage | sharded | 43.5 | 171.0 | 43.5 | 50.0 | 400.0 | yes |" in text and "GB per rank does not fit" not in text
+    assert "| distill_stage | sharded | 43.5 | 171.0 | 43.5 | 50.0 | 400.0 | yes |" in text
+    assert "GB per rank does not fit" not in text
     assert rank_lines(rows[2:], Hardware(), (1, 1), 4) == []  # no distillation: no section
 
 

@@ -8,13 +8,13 @@ uninterrupted run's weights; the stage's output is an ordinary checkpoint of the
 Two launches run this file as the ranks' program (``__main__`` below); every comparison is against
 one process running :func:`gna.hybrid.distill` on the same batches, in the test's own process.
 Tolerances (the weights move by ~1.5e-2 in 5 steps): float32, max |difference| of any weight 1e-5
-(measured here: at most 4.4e-7 over the stages on 2 and 4 ranks, 4.7e-8 resumed; the ranks sum their
-gradients in another order; a gradient averaged instead of summed would be off by ~1e-3); bf16: the sharded run's update (its
-weights minus the start) within 10% (relative norm) of one process' update, and no further from the
-float32 update than one process' bf16 run is: FSDP computes with bf16 copies of the weights
-(mohawk's mixed precision) where one process autocasts, so the two bf16 runs round differently, and
-AdamW turns rounding in a near-zero gradient into a full-size step (a max-abs bound would be set by
-those parameters).
+(measured here: at most 4.4e-7 over the stages on 2 and 4 ranks, 4.7e-8 resumed; the ranks sum
+their gradients in another order; a gradient averaged instead of summed would be off by ~1e-3);
+bf16: the sharded run's update (its weights minus the start) within 10% (relative norm) of one
+process' update, and no further from the float32 update than one process' bf16 run is: FSDP
+computes with bf16 copies of the weights (mohawk's mixed precision) where one process autocasts,
+so the two bf16 runs round differently, and AdamW turns rounding in a near-zero gradient into a
+full-size step (a max-abs bound would be set by those parameters).
 """
 import json
 import os

@@ -9,7 +9,8 @@ starts the ranks and waits for them (:func:`run_ranks`):
   inside the job (Slurm's, or a workstation's GPUs);
 - N > 1 nodes (Slurm only: the rule asks for ``--nodes N --ntasks-per-node G``):
   ``srun --cpus-per-task C python -m gna.hybrid.stage_job <args.json>``, one task per GPU of
-  ``cpus_per_rank`` cores, with ``MASTER_ADDR`` the job's first node; :func:`gna.hybrid.distributed.process_group` reads srun's ``SLURM_PROCID``.
+  ``cpus_per_rank`` cores, with ``MASTER_ADDR`` the job's first node;
+  :func:`gna.hybrid.distributed.process_group` reads srun's ``SLURM_PROCID``.
 
 A rank that fails ends the launch with its error (torchrun stops the others; srun's
 ``--kill-on-bad-exit``), the script then fails, and the stage's output never appears: only rank 0

@@ -167,8 +167,8 @@ def distill(teacher: nn.Module, student: nn.Module, stage: int, data_iter, steps
     Inside a process group of several ranks, ``sharding_mode="sharded"`` shards the student over
     them with FSDP2 (:mod:`gna.hybrid.sharding`; ``ranks_per_node`` < the world size: sharded within
     a node, replicated across nodes; ``activation_checkpointing``: recompute stage 3's blocks in
-    backward; ``gradient_sync``: :func:`gna.hybrid.sharding.gradient_sync`), in place: the student comes back sharded, its whole weights from
-    :func:`gna.hybrid.sharding.full_state_dict`. Otherwise every rank holds the whole student.
+    backward; ``gradient_sync``: :func:`gna.hybrid.sharding.gradient_sync`), in place: the student
+    comes back sharded, its whole weights from :func:`gna.hybrid.sharding.full_state_dict`. Otherwise every rank holds the whole student.
     """
     if stage not in STAGE_LOSSES:
         raise ConfigError(f"stage {stage!r} is not 1 (matrices), 2 (hidden states) or 3 (logits)")

@@ -108,8 +108,8 @@ def distill_stage_job(spec: dict, run: dict, state: int, k: int, selection: str,
         tok.save_pretrained(tmp)
         write_json({"stage": stage, "name": run["name"], "steps": result["step"], "tokens": result["tokens"],
                     "losses": result["losses"], "resumed_from": result["resumed_from"], "kept_heads": heads,
-                    "selection": selection, "state_size": state, "k": k, "lr": run["lr"], "ranks": world.size, "sharding": mode,
-                    "attempts": result.get("attempts", []),
+                    "selection": selection, "state_size": state, "k": k, "lr": run["lr"], "ranks": world.size,
+                    "sharding": mode, "attempts": result.get("attempts", []),
                     "seconds": time.time() - start}, tmp / "distill.json")
     shutil.rmtree(ckpt, ignore_errors=True)  # the output holds the student now
     return result
