@@ -281,7 +281,9 @@ def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tok
         opt.zero_grad(set_to_none=True)
         with autocast():  # bf16 compute for a bf16 student (fp32 masters: see gna.hybrid.precision)
             loss = STAGE_LOSSES[stage](teacher, student, ids, am, whole=whole, **memory)
-        if not sharded:  # FSDP reduce-scattered them in the last micro-batch's backward
+        if sharded:  # FSDP reduce-scattered them (the ranks' mean) in the micro-batches' backward
+            sharding.undo_average(params, world)
+        else:
             world.reduce_gradients(params)
         if grad_clip:
             torch.nn.utils.clip_grad_norm_(params, grad_clip)

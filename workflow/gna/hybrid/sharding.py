@@ -21,11 +21,11 @@ The recipe is goombalab/mohawk's (``training_wrapper/FSDPTrainingWrapper.py`` wi
 - ``HYBRID_SHARD`` (mohawk's default) where the ranks span nodes: a 2-D mesh (nodes, ranks per
   node), sharded within a node, replicated across nodes; on one node the whole world shards.
 
-Gradients are *summed* over the ranks: each rank's loss is already its share of the whole batch's
-mean (gna.hybrid.distributed). FSDP2 averages by default; a divide factor of 1 with sum-only
-collectives (:func:`shard_student`) makes it a plain SUM. A custom factor other than the world
-size would go through ``ReduceOp.PREMUL_SUM``, which gloo rejects and NCCL computes wrongly in bf16
-up to torch 2.13: never used here. The mesh is built on the device the process group computes on
+The ranks' gradients must be *summed*: each rank's loss is already its share of the whole batch's
+mean (gna.hybrid.distributed). FSDP2 averages them over the ranks (its default, equal weights) and
+:func:`undo_average` multiplies the reduced gradients by the world size (exact for a power-of-two
+world). A custom divide factor instead would go through ``ReduceOp.PREMUL_SUM``, which gloo rejects
+and NCCL computes wrongly in bf16 up to torch 2.13. The mesh is built on the device the process group computes on
 (CPU under gloo): on a machine with GPUs FSDP2's default is a CUDA mesh, which segfaults under gloo.
 
 Checkpoints (:func:`save_sharded`, :func:`load_sharded`) go through ``torch.distributed.checkpoint``:
@@ -77,9 +77,6 @@ def shard_student(student: nn.Module, mesh, compute_dtype: torch.dtype, checkpoi
         units.append(fully_shard(head, mesh=mesh, mp_policy=policy))
     units.append(fully_shard(student, mesh=mesh, mp_policy=policy))
     register_fsdp_forward_method(student, "final_hidden_states")  # stage 3's chunked loss
-    for unit in units:
-        unit.set_gradient_divide_factor(1.0)            # a SUM over the ranks ...
-        unit.set_force_sum_reduction_for_comms(True)    # ... with SUM collectives only (no PREMUL_SUM)
     # The first FSDP state to run a forward becomes the root; stage 1 never runs the student's own
     # forward, only its blocks', so the student is made the root here, before any of them.
     student._get_fsdp_state()._lazy_init()
@@ -93,6 +90,16 @@ def shard_student(student: nn.Module, mesh, compute_dtype: torch.dtype, checkpoi
 
 
 SYNC_MODES = ("last_micro_batch", "every_micro_batch")
+
+
+@torch.no_grad()
+def undo_average(params, world: World) -> None:
+    """FSDP2's reduced gradients are the ranks' mean; the stages' losses are shares of the whole
+    batch's mean, so their gradient is the ranks' sum: multiply the (sharded) gradients by the
+    number of ranks they were averaged over, once per optimizer step, before clipping."""
+    for p in params:
+        if p.grad is not None:
+            p.grad.mul_(world.size)
 
 
 def gradient_sync(student: nn.Module, when: str = "last_micro_batch"):
