@@ -173,11 +173,12 @@ def test_the_launch_command_is_torchrun_on_one_node_and_srun_on_several(monkeypa
         asked.append(args)
         return SimpleNamespace(stdout="gpu[07-08]\n" if args[0] == "squeue" else "gpu07\ngpu08\n")
     monkeypatch.setattr(R.subprocess, "run", slurm)
-    cmd, env = R.launch_command("a.json", 8, 2)
+    cmd, env = R.launch_command("a.json", 8, 2, cpus=6)
     assert asked == [["squeue", "-h", "-j", "1234", "-o", "%N"], ["scontrol", "show", "hostnames", "gpu[07-08]"]]
-    assert cmd[:6] == ["srun", "--jobid=1234", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks-per-node=8",
-                       "--ntasks=16"] and cmd[-3:] == ["-m", "gna.hybrid.stage_job", "a.json"]
-    assert env == {"MASTER_ADDR": "gpu07", "MASTER_PORT": str(29500 + 1234)}
+    # the CPUs per rank on the inner srun itself: since Slurm 22.05 it does not inherit --cpus-per-task
+    assert cmd[:7] == ["srun", "--jobid=1234", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks-per-node=8",
+                       "--ntasks=16", "--cpus-per-task=6"] and cmd[-3:] == ["-m", "gna.hybrid.stage_job", "a.json"]
+    assert env == {"MASTER_ADDR": "gpu07", "MASTER_PORT": str(29500 + 1234), "SRUN_CPUS_PER_TASK": "6"}
 
 
 # --- the ranks ---------------------------------------------------------------------------------------

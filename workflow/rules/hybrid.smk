@@ -13,7 +13,8 @@
 #   hybrid_distillation.random_seeds      the draws of those random heads (one student per k and draw)
 #   hybrid_distillation.{steps,tokens,lr} per stage [1 matrices, 2 hidden states, 3 logits]
 #   hybrid_distillation.data     {source: micro | web, batch_size, seq_len?, corpus?, sources?}
-#   hybrid_distillation.gpus_per_stage, nodes   ranks of every stage job (data-parallel; 1 x 1: one process)
+#   hybrid_distillation.gpus_per_stage, nodes   ranks of every stage job (1 x 1: one process)
+#   hybrid_distillation.sharding  replicated (data-parallel) or sharded (FSDP2) ranks; auto: the plan picks
 #   hybrid_distillation.kv_separator   the follow-up's KV separator (" "), for the teacher's ranking and
 #                                the hybrids' KV score; hybrid_distillation.kv_eval_seeds: that score's probe
 #                                seeds (default kv_probe.seed + 1, 2, 3, never the ranking's); the score is the
@@ -109,6 +110,18 @@ if DISTILL:
 # counts the job's ranks as its threads.
 DISTILL_LAUNCH = launch_resources(DISTILL_GPUS, DISTILL_NODES, cpus_per_rank(DISTILL), bool(GPUS))
 DISTILL_THREADS = max(THREADS, DISTILL_GPUS * DISTILL_NODES)
+
+
+# On a cluster executor, a stage whose profile runtime (over its attempts) is shorter than the plan's
+# hours is refused once the DAG is built, before any job is submitted (gna.plan.submission).
+onstart:
+    from gna.plan.submission import refuse_overlong
+
+    if DISTILL:
+        try:
+            refuse_overlong(workflow, config)
+        except GnaError as e:
+            exit_with_config_error(e)
 
 
 rule align_student:

@@ -8,8 +8,9 @@ starts the ranks and waits for them (:func:`run_ranks`):
 - one node: ``torchrun --standalone --nproc-per-node G -m gna.hybrid.stage_job <args.json>``,
   inside the job (Slurm's, or a workstation's GPUs);
 - N > 1 nodes (Slurm only: the rule asks for ``--nodes N --ntasks-per-node G``):
-  ``srun python -m gna.hybrid.stage_job <args.json>``, one task per GPU, with ``MASTER_ADDR`` the
-  job's first node; :func:`gna.hybrid.distributed.process_group` reads srun's ``SLURM_PROCID``.
+  ``srun --cpus-per-task C python -m gna.hybrid.stage_job <args.json>``, one task per GPU of
+  ``cpus_per_rank`` cores, with ``MASTER_ADDR`` the job's first node;
+  :func:`gna.hybrid.distributed.process_group` reads srun's ``SLURM_PROCID``.
 
 A rank that fails ends the launch with its error (torchrun stops the others; srun's
 ``--kill-on-bad-exit``), the script then fails, and the stage's output never appears: only rank 0
@@ -44,8 +45,8 @@ def launch_resources(gpus: int, nodes: int, cpus: int, with_gpus: bool) -> dict:
     as snakemake-executor-plugin-slurm turns them into sbatch options (``with_gpus``: the study runs
     on GPUs, ``gpus_per_job`` > 0):
 
-    - one node: one task of ``gpus x cpus`` cores (``--cpus-per-task``) holding ``--gpus=G``; the
-      script starts the ranks inside it with torchrun. ``tasks: 0`` and ``tasks_per_gpu: 0`` keep
+    - one node: one task of ``gpus x cpus`` cores (``--cpus-per-task``) holding ``--gpus=G`` on
+      ``--nodes=1``; the script starts the ranks inside it with torchrun. ``tasks: 0`` and ``tasks_per_gpu: 0`` keep
       the plugin from asking one task per GPU.
     - several nodes: ``--nodes=M``, one task per rank (``--ntasks-per-node=G``, or ``--ntasks=M``
       with one GPU per node: the plugin wants more than one task per node for the first), each of
@@ -54,8 +55,9 @@ def launch_resources(gpus: int, nodes: int, cpus: int, with_gpus: bool) -> dict:
       total ``--gpus``); the per-node request goes through ``slurm_extra``, which the plugin passes
       on as it is.
     """
-    if nodes == 1:
-        return {"gpu": gpus if with_gpus else 0, "cpus_per_task": gpus * cpus, "tasks": 0, "tasks_per_gpu": 0}
+    if nodes == 1:  # --nodes=1: without it Slurm may spread a --gpus=G request over several nodes
+        return {"gpu": gpus if with_gpus else 0, "nodes": 1, "cpus_per_task": gpus * cpus, "tasks": 0,
+                "tasks_per_gpu": 0}
     tasks = {"tasks_per_node": gpus} if gpus > 1 else {"tasks": nodes}
     return {"gpu": 0, "nodes": nodes, "mpi": "srun", **tasks, "tasks_per_gpu": 0, "cpus_per_task": cpus,
             **({"slurm_extra": f"--gpus-per-node={gpus}"} if with_gpus else {})}
@@ -75,8 +77,11 @@ def master_port(job_id: str | None) -> int:
     return 29500 + int(job_id or 0) % 20000
 
 
-def launch_command(args_file: str, gpus: int, nodes: int) -> tuple[list[str], dict]:
-    """(command, extra environment) that starts the ranks of a stage on ``gpus`` x ``nodes``."""
+def launch_command(args_file: str, gpus: int, nodes: int, cpus: int = 4) -> tuple[list[str], dict]:
+    """(command, extra environment) that starts the ranks of a stage on ``gpus`` x ``nodes``, each
+    rank bound to ``cpus`` cores (``hybrid_distillation.cpus_per_rank``). Since Slurm 22.05 an
+    ``srun`` inside an allocation does not inherit the job's ``--cpus-per-task``: without it, and
+    without ``SRUN_CPUS_PER_TASK``, every rank would get one core."""
     module = ["-m", "gna.hybrid.stage_job", args_file]
     if nodes == 1:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}",
@@ -90,19 +95,20 @@ def launch_command(args_file: str, gpus: int, nodes: int) -> tuple[list[str], di
         ["squeue", "-h", "-j", job, "-o", "%N"], capture_output=True, text=True, check=True).stdout.strip()
     hosts = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
                            check=True).stdout.split()
-    env = {"MASTER_ADDR": hosts[0], "MASTER_PORT": str(master_port(job))}
+    env = {"MASTER_ADDR": hosts[0], "MASTER_PORT": str(master_port(job)), "SRUN_CPUS_PER_TASK": str(cpus)}
     return ["srun", f"--jobid={job}", "--kill-on-bad-exit=1", f"--nodes={nodes}", f"--ntasks-per-node={gpus}",
-            f"--ntasks={gpus * nodes}", sys.executable, *module], env
+            f"--ntasks={gpus * nodes}", f"--cpus-per-task={cpus}", sys.executable, *module], env
 
 
-def run_ranks(kwargs: dict, gpus: int, nodes: int, log=None) -> None:
-    """Run ``gna.hybrid.stage_job.distill_stage_job(**kwargs)`` on ``gpus`` x ``nodes`` ranks and wait;
-    their output goes to ``log`` (a file object; default stderr). Raises when a rank fails."""
+def run_ranks(kwargs: dict, gpus: int, nodes: int, log=None, cpus: int = 4) -> None:
+    """Run ``gna.hybrid.stage_job.distill_stage_job(**kwargs)`` on ``gpus`` x ``nodes`` ranks of ``cpus``
+    cores each and wait; their output goes to ``log`` (a file object; default stderr). Raises when a
+    rank fails."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", dir=Path(kwargs["out"]).parent, prefix=".ranks-",
                                      delete=False) as f:
         json.dump(kwargs, f)
     try:
-        cmd, env = launch_command(f.name, gpus, nodes)
+        cmd, env = launch_command(f.name, gpus, nodes, cpus)
         path = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH"))
                                if p)
         stream = log or sys.stderr

@@ -35,7 +35,10 @@ refused rather than mixed in. ``seed`` seeds torch at a fresh start; the data or
 Inside a torch.distributed process group the same loop is one data-parallel rank
 (:mod:`gna.hybrid.distributed`): it reads its rows of every batch, the losses' denominators are the
 whole batch's, the gradients are summed over the ranks before clipping, and rank 0 alone writes
-the checkpoints; a checkpoint resumes on any number of ranks.
+the checkpoints; a checkpoint resumes on any number of ranks. With ``sharding_mode="sharded"`` the
+student is split over the ranks instead (:mod:`gna.hybrid.sharding`, FSDP2): the same rows and
+denominators, the gradients reduce-scattered in the last micro-batch's backward, and every rank
+writes its shards of each checkpoint (``sharded/``), which resumes on any number of ranks.
 """
 from __future__ import annotations
 
@@ -51,7 +54,8 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..io import atomic_path
-from .distributed import current
+from . import sharding
+from .distributed import World, current
 from .precision import LOW_PRECISION, compute_dtype, master_weights
 from .stage_losses import STAGE_LOSSES, batch_on
 from .stage_settings import DEFAULT_TRAINABLE, check_schedule, lr_factor, param_groups
@@ -66,21 +70,61 @@ def _checkpoints(out_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def _save(out_dir: Path, step: int, student, opt, sched, state: dict, keep: int) -> None:
+def _trainer_state(opt, sched) -> dict:
+    return {**({"optimizer": opt.state_dict()} if opt is not None else {}), "scheduler": sched.state_dict(),
+            "rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
+def _save(out_dir: Path, step: int, student, opt, sched, state: dict, keep: int, world: World) -> None:
+    """Called on every rank: rank 0 writes a replicated student's checkpoint, every rank its shards
+    of a sharded one (gna.hybrid.sharding: weights and AdamW state in ``sharded/``, DCP format)."""
+    if sharding.is_sharded(student):
+        return _save_sharded(out_dir, step, student, opt, sched, state, keep, world)
+    if not world.main:
+        return
     with atomic_path(out_dir / f"step-{step:08d}", directory=True) as tmp:
         torch.save(student.state_dict(), tmp / "student.pt")
-        torch.save({"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "rng": torch.get_rng_state(),
-                    "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
-                   tmp / "trainer.pt")
+        torch.save(_trainer_state(opt, sched), tmp / "trainer.pt")
         (tmp / "state.json").write_text(json.dumps(state, indent=1))
+    _prune(out_dir, keep)
+
+
+def _prune(out_dir: Path, keep: int) -> None:
     for _, old in _checkpoints(out_dir)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def _save_sharded(out_dir, step, student, opt, sched, state, keep, world) -> None:
+    # one folder all ranks write into, under a name no complete checkpoint has: renamed by rank 0
+    # once every rank's shards are in it (a killed save leaves only the hidden folder)
+    tmp = out_dir / f".step-{step:08d}.tmp"
+    with world.main_only() as main:
+        if main:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+    sharding.save_sharded(tmp / "sharded", student, opt)
+    with world.main_only() as main:
+        if main:
+            torch.save(_trainer_state(None, sched), tmp / "trainer.pt")
+            (tmp / "state.json").write_text(json.dumps(state, indent=1))
+            with atomic_path(out_dir / f"step-{step:08d}", directory=True) as final:
+                final.rmdir()
+                tmp.rename(final)
+            _prune(out_dir, keep)
+
+
 def _load(path: Path, student, opt, sched) -> dict:
-    student.load_state_dict(torch.load(path / "student.pt", weights_only=True))
+    if (path / "sharded").is_dir():  # written sharded: loads on any number of ranks, sharded or not
+        sharding.load_sharded(path / "sharded", student, opt)
+    elif sharding.is_sharded(student):
+        raise ConfigError(f"{path} was written by a replicated (data-parallel) run; this run shards the student: "
+                          "set hybrid_distillation.sharding: replicated to resume it, or delete the folder")
+    else:
+        student.load_state_dict(torch.load(path / "student.pt", weights_only=True))
     trainer = torch.load(path / "trainer.pt", weights_only=True)
-    opt.load_state_dict(trainer["optimizer"])
+    if "optimizer" in trainer:
+        opt.load_state_dict(trainer["optimizer"])
     sched.load_state_dict(trainer["scheduler"])
     torch.set_rng_state(trainer["rng"])
     if trainer.get("cuda_rng") is not None and torch.cuda.is_available():  # every device's generator
@@ -94,7 +138,9 @@ def distill(teacher: nn.Module, student: nn.Module, stage: int, data_iter, steps
             resume: bool = True, *, max_tokens: float | None = None, seed: int = 0, save_every: int = 50,
             keep: int = 2, trainable: Callable[[str], bool] | None = None, grad_clip: float | None = 1.0,
             weight_decay: float = 0.0, warmup: int = 0, micro_batch_size: int | None = None,
-            vocab_chunk: int | None = None, schedule: dict | None = None, no_decay=()) -> dict:
+            vocab_chunk: int | None = None, schedule: dict | None = None, no_decay=(), sharding_mode: str | None = None,
+            ranks_per_node: int | None = None, activation_checkpointing: bool = True,
+            gradient_sync: str = "last_micro_batch") -> dict:
     """Train ``student`` (in place) on stage 1, 2 or 3 for ``steps`` optimizer steps.
 
     ``data_iter``: a callable ``step -> batch`` (random access: resuming reads from the step it
@@ -117,6 +163,12 @@ def distill(teacher: nn.Module, student: nn.Module, stage: int, data_iter, steps
     ``no_decay`` (mohawk: none excluded); ``schedule`` (see :func:`lr_factor`: ``wsd``, ``cosine``
     or ``constant`` with warm-up/decay fractions of ``steps``) replaces the default, a constant
     ``lr`` after ``warmup`` linear steps. ``grad_clip``: max gradient norm (None: no clipping, mohawk).
+
+    Inside a process group of several ranks, ``sharding_mode="sharded"`` shards the student over
+    them with FSDP2 (:mod:`gna.hybrid.sharding`; ``ranks_per_node`` < the world size: sharded within
+    a node, replicated across nodes; ``activation_checkpointing``: recompute stage 3's blocks in
+    backward; ``gradient_sync``: :func:`gna.hybrid.sharding.gradient_sync`), in place: the student
+    comes back sharded, its whole weights from :func:`gna.hybrid.sharding.full_state_dict`. Otherwise every rank holds the whole student.
     """
     if stage not in STAGE_LOSSES:
         raise ConfigError(f"stage {stage!r} is not 1 (matrices), 2 (hidden states) or 3 (logits)")
@@ -139,12 +191,22 @@ def distill(teacher: nn.Module, student: nn.Module, stage: int, data_iter, steps
     if no_decay:
         no_decay = list(no_decay)
         fingerprint["no_decay"] = no_decay
-    if compute_dtype(student) in LOW_PRECISION:  # its checkpoints hold fp32 masters, not bf16 weights
+    dtype = compute_dtype(student)
+    if dtype in LOW_PRECISION:  # its checkpoints hold fp32 masters, not bf16 weights
         fingerprint["master_weights"] = "float32"
+    world = current()
+    shard = sharding.wants_sharding(sharding_mode, world)
     with _training(student, set(names)), master_weights(student) as autocast:
+        if shard:  # the ranks start equal (DDP's start), then each keeps its shards; FSDP casts for compute
+            world.broadcast(student)
+            sharding.shard_student(student, sharding.device_mesh(world, ranks_per_node), dtype,
+                                   checkpoint_blocks=activation_checkpointing and stage == 3)
+            autocast = nullcontext
+        memory = dict(micro_batch_size=micro_batch_size, vocab_chunk=vocab_chunk,
+                      sync=sharding.gradient_sync(student, gradient_sync) if shard else None)
         return _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tokens, seed, save_every,
                     keep, grad_clip, weight_decay, warmup, fingerprint,
-                    dict(micro_batch_size=micro_batch_size, vocab_chunk=vocab_chunk), schedule, no_decay, autocast)
+                    memory, schedule, no_decay, autocast)
 
 
 @contextmanager
@@ -176,7 +238,8 @@ def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tok
     def budget_left() -> bool:
         return state["step"] < steps and (max_tokens is None or state["tokens"] < max_tokens)
 
-    world = current()  # one rank, or this rank of a data-parallel stage: rank 0 writes
+    world = current()  # one rank, or this rank of a data-parallel or sharded stage
+    sharded = sharding.is_sharded(student)
     if world.size > 1 and isinstance(data_iter, (list, tuple)):  # a sized stream: a partial last batch is
         for batch in data_iter:                                    # refused before the first step
             world.rows((batch if isinstance(batch, torch.Tensor) else batch["input_ids"]).shape[0])
@@ -199,7 +262,8 @@ def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tok
         torch.manual_seed(seed)
     # every attempt's world size, kept in the checkpoints: a stage resumed on another number of ranks says so
     state.setdefault("attempts", []).append({"ranks": world.size, "from_step": state["step"]})
-    world.broadcast(student)
+    if not sharded:  # a sharded student was made equal on every rank before sharding
+        world.broadcast(student)
 
     data_iter = world.shard(data_iter)  # this rank's rows of each batch
     batches = None if callable(data_iter) else iter(data_iter)
@@ -217,7 +281,10 @@ def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tok
         opt.zero_grad(set_to_none=True)
         with autocast():  # bf16 compute for a bf16 student (fp32 masters: see gna.hybrid.precision)
             loss = STAGE_LOSSES[stage](teacher, student, ids, am, whole=whole, **memory)
-        world.reduce_gradients(params)
+        if sharded:  # FSDP reduce-scattered them (the ranks' mean) in the micro-batches' backward
+            sharding.undo_average(params, world)
+        else:
+            world.reduce_gradients(params)
         if grad_clip:
             torch.nn.utils.clip_grad_norm_(params, grad_clip)
         opt.step()
@@ -227,10 +294,8 @@ def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tok
         state["losses"].append(world.sum(float(loss))[0])
         if state["step"] % save_every == 0 or not budget_left():
             state["done"] = not budget_left()
-            if world.main:
-                _save(out_dir, state["step"], student, opt, sched, state, keep)
+            _save(out_dir, state["step"], student, opt, sched, state, keep, world)
     if not state["done"]:  # the data ran out: the run is over all the same
         state["done"] = True
-        if world.main:
-            _save(out_dir, state["step"], student, opt, sched, state, keep)
+        _save(out_dir, state["step"], student, opt, sched, state, keep, world)
     return state

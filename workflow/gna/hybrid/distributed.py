@@ -1,5 +1,5 @@
 """Data parallelism for the distillation stages under torch.distributed: the process group, each
-rank's rows of a batch, the gradient reduction and rank-0 writing.
+rank's rows of a batch, the gradient reduction of a replicated student and rank-0 writing.
 
 A stage on W ranks computes what one process computes on the same effective batch: the batch of
 step ``s`` is the same ``B`` rows whatever W is (rows ``[s B, (s + 1) B)`` of the prepared token
@@ -19,10 +19,10 @@ through the student's submodules (one backward per layer and micro-batch) and st
 ``vocab_chunk`` chunk by chunk through its backbone and head: none goes through the wrapper's
 ``forward``. The reduction DDP does under ``no_sync`` (one bucketed all-reduce after the last
 micro-batch) is what :meth:`World.reduce_gradients` does by hand. Every rank holds the whole student
-and its AdamW state (DDP's memory, not FSDP's): whether a student fits one GPU per rank is the
-plan's to say (``snakemake plan``: results/plan/plan.md, "Distillation: memory per rank", the one
-source of the memory per rank); a student that does not would need FSDP, which this module does not build (the plan, ``snakemake plan``, flags
-a job whose per-GPU estimate exceeds the GPU; tests/test_plan.py fails on one in the paper preset).
+and its AdamW state (DDP's memory). A student that does not fit one GPU per rank is sharded instead
+(:mod:`gna.hybrid.sharding`, FSDP2, ``hybrid_distillation.sharding``), on the same rows, process group
+and denominators; which of the two a stage runs is the plan's to say (``snakemake plan``:
+results/plan/plan.md, "Distillation: memory per rank", the one source of the memory per rank).
 
 Launch (gna.experiments.distill_ranks): ``torchrun --standalone`` on one node, ``srun`` with one
 task per GPU on several; :func:`process_group` reads either's environment. Backend: NCCL on CUDA, gloo on the

@@ -31,6 +31,7 @@ from ..models import describe, load_model
 from .distillation import distill
 from .stage_settings import stage_options
 from .distributed import current, process_group
+from .sharding import full_state_dict, is_sharded
 from .student import build_student, heads_from_ranking, random_heads
 
 log = logging.getLogger("gna.hybrid.stage_job")  # also when run as __main__ (a rank)
@@ -70,15 +71,18 @@ def stage_student(teacher, run: dict, state: int, k: int, selection: str, spec: 
 
 def distill_stage_job(spec: dict, run: dict, state: int, k: int, selection: str, out, ckpt, micro_data,
                       teacher_input, previous: str | None = None, ranking: str | None = None,
-                      tokens: str | None = None, save_every: int = 50) -> dict:
+                      tokens: str | None = None, save_every: int = 50, parallel: dict | None = None) -> dict:
     """Run stage ``run["stage"]`` (a ``DISTILL_STAGE`` entry of the workflow) and write the student to
-    ``out``; ``tokens``: the prepared web tokens (rule distill_tokens), None for micro data."""
+    ``out``; ``tokens``: the prepared web tokens (rule distill_tokens), None for micro data;
+    ``parallel``: :func:`gna.hybrid.distill`'s sharding arguments (:func:`parallel_settings`)."""
     stage, seed, world = run["stage"], int(run["seed"]), current()
     data_cfg = stage_data(run["data"], stage)  # the rule passes this stage's data already; by_stage: see there
     world.rows(int(data_cfg.get("batch_size", 16)))  # the batch splits over the ranks: checked before any work
     teacher, tok = load_model(spec)
     student, heads = stage_student(teacher, run, state, k, selection, spec, previous, ranking)
-    log.info("stage %d (%s): %s student, state %d, kept heads %s", stage, run["name"], selection, state, heads)
+    mode = "sharded" if world.size > 1 and (parallel or {}).get("sharding_mode") == "sharded" else "replicated"
+    log.info("stage %d (%s): %s student, state %d, kept heads %s, %s on %d rank(s)", stage, run["name"], selection,
+             state, heads, mode, world.size)
     data = make_stream(data_cfg, tok, micro_data, seed, purpose=f"stage{stage}", shards=tokens)
     steps = stage_steps(run["steps"], run["tokens"], int(data_cfg.get("batch_size", 16)), seq_len_of(data_cfg))
     # the checkpoint folder ignores the budgets and the memory knobs: a job that ran out of memory
@@ -92,32 +96,76 @@ def distill_stage_job(spec: dict, run: dict, state: int, k: int, selection: str,
     start = time.time()
     result = distill(teacher, student, stage, data, steps, run["lr"], ckpt, resume=True, max_tokens=run["tokens"],
                      seed=seed, save_every=save_every, micro_batch_size=run.get("micro_batch_size"),
-                     vocab_chunk=run.get("vocab_chunk"), **stage_options(run, stage))
+                     vocab_chunk=run.get("vocab_chunk"), **stage_options(run, stage), **(parallel or {}))
     losses = result["losses"] or [float("nan")]
+    full = full_state_dict(student) if is_sharded(student) else None  # every rank takes part; rank 0 gets it
     if not world.main:
         return result
     log.info("stage %d: %d steps, %d tokens, loss %.4f -> %.4f (resumed from step %d), %.1f s", stage,
              result["step"], result["tokens"], losses[0], losses[-1], result["resumed_from"], time.time() - start)
     with atomic_path(out, directory=True) as tmp:
-        student.eval().save_pretrained(tmp)
+        save_student(student, tmp, full)
         tok.save_pretrained(tmp)
         write_json({"stage": stage, "name": run["name"], "steps": result["step"], "tokens": result["tokens"],
                     "losses": result["losses"], "resumed_from": result["resumed_from"], "kept_heads": heads,
                     "selection": selection, "state_size": state, "k": k, "lr": run["lr"], "ranks": world.size,
-                    "attempts": result.get("attempts", []),
+                    "sharding": mode, "attempts": result.get("attempts", []),
                     "seconds": time.time() - start}, tmp / "distill.json")
     shutil.rmtree(ckpt, ignore_errors=True)  # the output holds the student now
     return result
 
 
-def stage_on_ranks(kwargs: dict, gpus: int = 1, nodes: int = 1, log=None, cpu_ranks: bool = False) -> None:
+def save_student(student, folder, full: dict | None = None) -> None:
+    """The student as an ordinary checkpoint (``save_pretrained``) in ``folder``. A sharded student's
+    whole weights ``full`` (:func:`gna.hybrid.sharding.full_state_dict`) go into an unsharded model
+    of its class, built on the meta device so that only ``full`` takes memory."""
+    if full is None:
+        student.eval().save_pretrained(folder)
+        return
+    from torch.distributed.fsdp import FSDPModule
+
+    cls = next(c for c in type(student).__mro__[1:] if c is not FSDPModule and not issubclass(c, FSDPModule))
+    with torch.device("meta"):
+        plain = cls(student.config)
+    plain.load_state_dict(full, assign=True)
+    plain.tie_weights()
+    plain.eval().save_pretrained(folder)
+
+
+def parallel_settings(distill: dict, sharding: str) -> dict:
+    """:func:`gna.hybrid.distill`'s sharding arguments for a stage job from the ``hybrid_distillation``
+    config and the mode the plan chose (``sharding``: "sharded" or "replicated")."""
+    from ..experiments.distill_ranks import stage_world
+
+    return {"sharding_mode": sharding, "ranks_per_node": stage_world(distill)[0],
+            "activation_checkpointing": bool(distill.get("activation_checkpointing", True)),
+            "gradient_sync": distill.get("gradient_sync") or "last_micro_batch"}
+
+
+def workflow_stage(config: dict, rule: str, wildcards: dict, kwargs: dict, log=None) -> None:
+    """A stage job of the workflow (rules distill_matrices, distill_stage): :func:`distill_stage_job`
+    with ``kwargs`` on ``hybrid_distillation.gpus_per_stage`` x ``nodes`` ranks of ``cpus_per_rank``
+    cores, the student replicated or sharded as the plan says (gna.plan.ranks.stage_sharding). The
+    ranks, save_every and the sharding are read from the config, not the rule's params: they change
+    no result (to the rounding of the gradients' sums), so they must not rerun the stages."""
+    from ..experiments.distill_ranks import cpus_per_rank, stage_world
+    from ..plan.ranks import stage_sharding
+
+    d = config["experiments"]["hybrid_distillation"]
+    kwargs = {**kwargs, "save_every": int(d["save_every"]),
+              "parallel": parallel_settings(d, stage_sharding(config, rule, wildcards))}
+    stage_on_ranks(kwargs, *stage_world(d), log=log, cpu_ranks=bool(d.get("cpu_ranks")), cpus=cpus_per_rank(d))
+
+
+def stage_on_ranks(kwargs: dict, gpus: int = 1, nodes: int = 1, log=None, cpu_ranks: bool = False,
+                   cpus: int = 4) -> None:
     """:func:`distill_stage_job` (``kwargs``: its arguments) in this process when ``gpus x nodes`` is
-    1, else on that many ranks (gna.experiments.distill_ranks), waiting for them."""
+    1, else on that many ranks of ``cpus`` cores each (gna.experiments.distill_ranks), waiting for them."""
     if gpus * nodes == 1:
         distill_stage_job(**kwargs)
     else:
         check_rank_devices(gpus, nodes, cpu_ranks)
-        run_ranks(kwargs, gpus, nodes, log)
+        run_ranks(kwargs, gpus, nodes, log, cpus)
 
 
 def check_rank_devices(gpus: int, nodes: int, cpu_ranks: bool = False, device_count: int | None = None) -> None:

@@ -60,11 +60,18 @@ def batch_on(b, device) -> tuple[torch.Tensor, torch.Tensor | None]:
     return ids.to(device), None if am is None else am.to(device)
 
 
-def _micro_batches(ids: torch.Tensor, am: torch.Tensor | None, size: int | None):
-    """Rows of the effective batch ids (B, T) in consecutive slices of ``size`` (all at once for None)."""
+def _micro_batches(ids: torch.Tensor, am: torch.Tensor | None, size: int | None, sync=None):
+    """Rows of the effective batch ids (B, T) in consecutive slices of ``size`` (all at once for None).
+    ``sync(last)`` is called before each slice's backward passes, ``last`` True for the last one: a
+    sharded student (gna.hybrid.sharding) reduces its gradients over the ranks only then."""
     if size is None or size >= ids.shape[0]:
-        return [(ids, am)]
-    return [(ids[i:i + size], None if am is None else am[i:i + size]) for i in range(0, ids.shape[0], size)]
+        parts = [(ids, am)]
+    else:
+        parts = [(ids[i:i + size], None if am is None else am[i:i + size]) for i in range(0, ids.shape[0], size)]
+    for n, part in enumerate(parts):
+        if sync is not None:
+            sync(n == len(parts) - 1)
+        yield part
 
 
 def _real_tokens(ids: torch.Tensor, am: torch.Tensor | None) -> torch.Tensor:
@@ -79,18 +86,17 @@ def _real_tokens(ids: torch.Tensor, am: torch.Tensor | None) -> torch.Tensor:
 # unchunked one, operation for operation. On several ranks ids is this rank's part of the batch and
 # ``whole`` = (rows, real tokens) of the whole batch gives the denominators (gna.hybrid.distributed).
 
-def _stage1(teacher, student, ids, am, micro_batch_size=None, vocab_chunk=None, whole=None) -> torch.Tensor:
+def _stage1(teacher, student, ids, am, micro_batch_size=None, vocab_chunk=None, whole=None, sync=None) -> torch.Tensor:
     layers = student.backbone.layers
     total = 0.0
-    for mids, mam in _micro_batches(ids, am, micro_batch_size):
+    for mids, mam in _micro_batches(ids, am, micro_batch_size, sync):
         share = mids.shape[0] / (ids.shape[0] if whole is None else whole[0])  # of the effective batch's mean
         valid = 1.0 if mam is None else (mam[:, None, :, None] * mam[:, None, None, :]).float()
 
         def align(i, x, A):  # A: teacher layer i's attention (b, H, T, T), freed after this
             nonlocal total
             with torch.enable_grad():
-                layer = layers[i]
-                M = layer.mixer.mixing_matrix(layer.input_layernorm(x), mam)      # (b, H, T, T)
+                M = layers[i].input_mixing_matrix(x, mam)                          # (b, H, T, T)
                 loss = torch.linalg.matrix_norm((M - A.float()) * valid, ord="fro").mean()
                 if share != 1:
                     loss = loss * share
@@ -102,11 +108,11 @@ def _stage1(teacher, student, ids, am, micro_batch_size=None, vocab_chunk=None, 
     return torch.tensor(total / len(layers))
 
 
-def _stage2(teacher, student, ids, am, micro_batch_size=None, vocab_chunk=None, whole=None) -> torch.Tensor:
+def _stage2(teacher, student, ids, am, micro_batch_size=None, vocab_chunk=None, whole=None, sync=None) -> torch.Tensor:
     layers = student.backbone.layers
     denominator = _real_tokens(ids, am) if whole is None else whole[1]
     total = 0.0
-    for mids, mam in _micro_batches(ids, am, micro_batch_size):
+    for mids, mam in _micro_batches(ids, am, micro_batch_size, sync):
         w = torch.ones_like(mids, dtype=torch.float32) if mam is None else mam.float()
 
         def align(i, x, y):  # x, y: teacher layer i's input and output (b, T, d)
@@ -144,7 +150,7 @@ def _stage3_chunked(teacher, student, ids, am, denominator, chunk: int) -> torch
         h_t = teacher.base_model(input_ids=ids, attention_mask=am, use_cache=False).last_hidden_state
     head_t, head_s = teacher.get_output_embeddings(), student.get_output_embeddings()
     V = head_t.weight.shape[0]
-    h_s = student.backbone(ids, attention_mask=am).last_hidden_state                  # (b, T, d), with graph
+    h_s = student.final_hidden_states(ids, attention_mask=am)                         # (b, T, d), with graph
     leaf = h_s.detach().requires_grad_()
     flat_t, flat_s = h_t.flatten(0, 1), leaf.flatten(0, 1)                            # (N, d)
     w = torch.ones(flat_s.shape[0], device=flat_s.device) if am is None else am.flatten().float()
@@ -161,10 +167,10 @@ def _stage3_chunked(teacher, student, ids, am, denominator, chunk: int) -> torch
     return total
 
 
-def _stage3(teacher, student, ids, am, micro_batch_size=None, vocab_chunk=None, whole=None) -> torch.Tensor:
+def _stage3(teacher, student, ids, am, micro_batch_size=None, vocab_chunk=None, whole=None, sync=None) -> torch.Tensor:
     denominator = _real_tokens(ids, am) if whole is None else whole[1]
     total = None
-    for mids, mam in _micro_batches(ids, am, micro_batch_size):
+    for mids, mam in _micro_batches(ids, am, micro_batch_size, sync):
         if vocab_chunk:
             loss = _stage3_chunked(teacher, student, mids, mam, denominator, vocab_chunk)
         else:

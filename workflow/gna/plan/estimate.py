@@ -123,6 +123,10 @@ class Estimate:
     notes: list = field(default_factory=list)
     gpus: int = 1
     """GPUs of the job (``hours`` is its wall time on them)."""
+    sharding: str = ""
+    replicated_gb: float = 0.0
+    sharded_gb: float = 0.0
+    """A distillation stage's mode and its peak GPU GB per rank either way (gna.plan.jobs._training)."""
 
 
 def rate(hw: Hardware, info: ModelInfo, training: bool = False) -> float:
@@ -284,10 +288,19 @@ def probe_scoring(hw: Hardware, info: ModelInfo, n_examples: int, n_pairs_list, 
 
 
 def training_step(hw: Hardware, student: ModelInfo, teacher: ModelInfo, micro_batch: int, seq_len: int,
-                  stage: int, vocab_chunk: int = 4096, chunk_size: int = 128) -> tuple[float, float]:
+                  stage: int, vocab_chunk: int = 4096, chunk_size: int = 128, shards: int = 1,
+                  accumulate: bool = False, checkpoint: bool = False) -> tuple[float, float]:
     """(FLOPs per token, peak bytes) of one distillation micro-step (gna.hybrid.distillation).
     Stage 1 aligns each mixer's matrix with the teacher's attention matrix, one layer's targets at a
-    time; stage 2 each layer's output; stage 3 the logits (chunked loss, ``vocab_chunk`` tokens)."""
+    time; stage 2 each layer's output; stage 3 the logits (chunked loss, ``vocab_chunk`` tokens).
+
+    ``shards`` > 1: the student sharded over that many ranks (gna.hybrid.sharding, FSDP2): its fp32
+    masters, gradients and AdamW moments split over them, plus the bf16 copies of the unit that
+    computes and of the one gathered ahead of it (a block, or the LM head), plus, with
+    ``accumulate`` (several micro-batches per step), the unsharded fp32 gradients held between
+    reductions (every parameter's: an upper bound, stages 1-2 train fewer); ``checkpoint``: stage 3
+    keeps each block's input only and recomputes one block at a time (one more student forward).
+    The teacher stays whole on every rank."""
     tok = micro_batch * seq_len
     d = student.hidden
     teacher_fwd = teacher.flops_per_token(seq_len / 2, logits=stage == 3)
@@ -298,6 +311,13 @@ def training_step(hw: Hardware, student: ModelInfo, teacher: ModelInfo, micro_ba
         flops += teacher.n_layers * 4 * h * hd * seq_len * 2
     weights = teacher.weight_bytes + student.params * hw.train_bytes_per_param
     acts = hw.train_act_per_layer * tok * d * student.n_layers
+    if shards > 1:  # the bf16 copy autocast makes (2 of train_bytes_per_param) is the gathered units here
+        unit = max(student.params / max(student.n_layers, 1), student.vocab * d)
+        weights = (teacher.weight_bytes + student.params * (hw.train_bytes_per_param - 2) / shards + 2 * 2 * unit
+                   + (4 * student.params if accumulate else 0))
+    if checkpoint and stage == 3:
+        acts = 2 * tok * d * student.n_layers + hw.train_act_per_layer * tok * d
+        flops += student_fwd
     ssd = max([4 * micro_batch * h * seq_len * chunk_size * 4 for (_, h, _, _) in student.ssm] or [0])
     extra = 0.0
     if stage == 1:

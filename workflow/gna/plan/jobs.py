@@ -3,7 +3,6 @@ DAG the rules build), each with its estimated peak GPU memory, host memory and G
 per-rule summary; and the check of a SLURM profile against it (GPU memory, runtime, mem_mb)."""
 from __future__ import annotations
 
-import math
 import os
 import re
 import subprocess
@@ -15,16 +14,15 @@ from pathlib import Path
 import yaml
 
 from ..config.architectures import config_of
-from ..experiments.distill_data import stage_data
 from ..experiments.distill_ranks import stage_world
 from ..experiments.distill_variants import parse_variant
 from . import estimate as E
 from .estimate import GB, Estimate, Hardware
+from .ranks import training_estimate as _training
 
 ROOT = Path(__file__).resolve().parents[3]
 RESUMABLE = {"align_student", "distill_matrices", "distill_stage"}
 """Rules that checkpoint and resume: a job killed at its time limit continues on its next attempt."""
-BUCKET_ELEMENTS = 25 * 2**20  # gna.hybrid.distributed.BUCKET_ELEMENTS (not imported: that module needs torch)
 
 
 class PlanError(ValueError):
@@ -137,34 +135,6 @@ def _eval_job(s: Study, info, tasks, layers=None, repeats=1, extra_models=()) ->
 def _distill_stage(s: Study, teacher: str, stage: int, k: int, state: int) -> Estimate:
     d = s.exps["hybrid_distillation"]
     return _training(s, teacher, d, stage, k, state, stage_world(d))
-
-
-def _training(s: Study, teacher: str, d: dict, stage: int, k: int, state: int, world=(1, 1)) -> Estimate:
-    """A distillation stage on ``world`` = (GPUs per node, nodes) data-parallel ranks
-    (gna.hybrid.distributed): each rank holds the whole student, teacher and AdamW state and goes
-    through its share of every batch in micro-batches; once per optimizer step the ranks all-reduce
-    the student's fp32 gradients. Memory is per rank; ``hours`` the job's wall time, ``gpus`` its GPUs."""
-    t = s.info(teacher)
-    st = E.student_info(t, k, state)
-    data = stage_data(d.get("data"), stage)  # the stage's batch (by_stage: mohawk's 64 in stage 1, 128 after)
-    batch = int(data.get("batch_size", 8))
-    seq = int(data.get("seq_len", 2048 if data.get("source") == "web" else 128))
-    # the paper-scale defaults assumed where the config leaves them out (micro-batches of 4
-    # sequences with gradient accumulation, stage 3's logit loss in chunks of 4096 tokens)
-    mb = int(d.get("micro_batch_size") or min(4, batch))
-    steps = (d.get("steps") or [None] * 3)[stage - 1]
-    tokens = float(steps) * batch * seq if steps else float((d.get("tokens") or [0] * 3)[stage - 1] or 0)
-    flops, peak = E.training_step(s.hw, st, t, mb, seq, stage, int(d.get("vocab_chunk") or 4096),
-                                  int(d["chunk_size"]))
-    gpus, nodes = world
-    steps_run = tokens / (batch * seq)
-    secs = tokens * flops / E.rate(s.hw, st, training=True) / (gpus * nodes)
-    secs += steps_run * E.allreduce_seconds(s.hw, st.params * 4, gpus, nodes)
-    if gpus * nodes > 1:
-        peak += min(st.params, BUCKET_ELEMENTS) * 4  # the flat all-reduce bucket
-    host = (E.host_gb(s.hw, t) + 4.0) * gpus  # + the data stream's buffers; every rank of a node loads its copy
-    return Estimate(gpu_gb=peak / GB, host_gb=host, hours=(secs + E.load_seconds(s.hw, t)) / 3600,
-                    resumable=True, gpus=gpus * nodes)
 
 
 def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
@@ -286,6 +256,11 @@ class Row:
     hours: float
     resumable: bool
     gpus: int = 1
+    sharding: str = ""
+    """A distillation stage's: "replicated" or "sharded" (gna.hybrid.sharding); "" for other jobs."""
+    replicated_gb: float = 0.0
+    sharded_gb: float = 0.0
+    """A distillation stage's peak GPU GB per rank either way (0: sharding impossible, one GPU per node)."""
 
 
 def plan(config: dict, jobs: list[tuple[str, dict]], hw: Hardware | None = None,
@@ -297,7 +272,8 @@ def plan(config: dict, jobs: list[tuple[str, dict]], hw: Hardware | None = None,
     for rule, wc in jobs:
         e = estimate_job(s, rule, wc, rule in gpus)
         rows.append(Row(rule, ",".join(f"{k}={v}" for k, v in sorted(wc.items())), e.gpu, round(e.gpu_gb, 2),
-                        round(e.host_gb, 2), e.hours, e.resumable or rule in RESUMABLE, e.gpus if e.gpu else 0))
+                        round(e.host_gb, 2), e.hours, e.resumable or rule in RESUMABLE, e.gpus if e.gpu else 0,
+                        e.sharding, round(e.replicated_gb, 2), round(e.sharded_gb, 2)))
     return sorted(rows, key=lambda r: (r.rule, r.wildcards))  # Snakemake lists the jobs in no fixed order
 
 
@@ -366,7 +342,7 @@ def write(rows: list[Row], md_path, csv_path, profile: dict | None = None, hw: H
              f"{len(rows)} jobs, **{total:,.0f} GPU-hours** in all "
              f"({sum(r.hours * r.gpus for r in rows if r.gpu and not r.resumable):,.0f} without the distillation "
              f"stages); estimates for {hw.gpu_mem_gb:.0f} GB GPUs, one per job, the distillation stages on "
-             f"the configured data-parallel ranks (`gna.plan`, constants: "
+             f"the configured ranks, replicated or sharded (last section; `gna.plan`, constants: "
              f"{hw.fwd_tflops:.0f} TFLOP/s forward, {hw.train_tflops:.0f} training, "
              f"{hw.bandwidth_gbs:.0f} GB/s, all-reduce {hw.allreduce_gbs:.0f} GB/s in a node, "
              f"{hw.internode_gbs:.0f} across nodes). Peak GPU GB is per GPU, host GB per job, hours wall time.", "",

@@ -378,6 +378,12 @@ class LlambaDecoderLayer(nn.Module):
         hidden_states = residual + h.to(residual.dtype)
         return hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))
 
+    def input_mixing_matrix(self, hidden_states, attention_mask=None) -> torch.Tensor:
+        """The mixer's matrix (batch, n_heads, T, T) on this layer's normed input ``hidden_states``
+        (batch, T, d_model): the student side of distillation stage 1, as one call on the layer, so
+        that a sharded layer (gna.hybrid.sharding) gathers its weights for it as for a forward."""
+        return self.mixer.mixing_matrix(self.input_layernorm(hidden_states), attention_mask)
+
 
 class LlambaPreTrainedModel(PreTrainedModel):
     config_class = LlambaConfig
@@ -492,6 +498,11 @@ class LlambaForCausalLM(LlambaPreTrainedModel, GenerationMixin):
 
     def set_output_embeddings(self, value):
         self.lm_head = value
+
+    def final_hidden_states(self, input_ids, attention_mask=None) -> torch.Tensor:
+        """The backbone's last hidden states (batch, T, d_model), before the LM head: distillation
+        stage 3 applies the head itself a chunk of positions at a time (gna.hybrid.stage_losses)."""
+        return self.backbone(input_ids, attention_mask=attention_mask).last_hidden_state
 
     def forward(self, input_ids=None, attention_mask=None, labels=None, inputs_embeds=None,
                 output_hidden_states=None, logits_to_keep: int | torch.Tensor = 0, use_cache: bool | None = None,
