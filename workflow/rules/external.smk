@@ -5,7 +5,7 @@
 # themselves never do.
 import re
 
-from gna.external import ARTIFACTS, gguf_file
+from gna.external import ARTIFACTS, gguf_file, hub_key
 
 GGUF_MODELS = [m for m, entry in config["models"].items() if "gguf" in entry]
 # The artifact files the study's tasks read (a local benchmark's source file), fetched with the models.
@@ -40,8 +40,7 @@ rule fetch_hub_gguf:
         repo=r"[^/]+--[^/]+",
         filename=r"[^/]+\.gguf",
     params:
-        revision=lambda wc: next((g.get("revision") for g in HUB_GGUF.values()
-                                  if g["repo"].replace("/", "--") == wc.repo), None),
+        revision=lambda wc: next((g.get("revision") for g in HUB_GGUF.values() if hub_key(g["repo"]) == wc.repo), None),
         # The one rule meant to reach the hub: online unless the user set HF_HUB_OFFLINE themselves.
         offline=HUB_OFFLINE_SET_BY_USER,
     log:

@@ -109,9 +109,14 @@ def artifact_file(key: str, root: str = "results/external") -> str:
     return f"{root}/{key}/{ARTIFACTS[key].filename}"
 
 
+def hub_key(repo: str) -> str:
+    """A Hugging Face repository as one path part: ``org/name`` -> ``org--name``."""
+    return repo.replace("/", "--")
+
+
 def hub_file(repo: str, filename: str, root: str = "results/external") -> str:
-    """Where a file fetched from a Hugging Face repository lies (``org/name`` -> ``org--name``)."""
-    return f"{root}/hub/{repo.replace('/', '--')}/{filename}"
+    """Where a file fetched from a Hugging Face repository lies."""
+    return f"{root}/hub/{hub_key(repo)}/{filename}"
 
 
 def gguf_file(gguf: dict, root: str = "results/external") -> str:
