@@ -26,7 +26,6 @@ cached in ``<out>/exact/<model>.csv`` (delete to recompute).
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from pathlib import Path
 
@@ -39,6 +38,7 @@ from gna.models import load_model
 from gna.probes.kv import generate_kv_probe
 from gna.probes.scoring import encode, score
 from gna.scan import scan_heads, select_mixers
+from gna.scan.guard_bounds import FAMILYWISE_ALPHA, mcnemar_p  # the paired rule: the atp+exact guard's too
 
 ROOT = Path(__file__).resolve().parents[1]
 # model -> (probe pairs, prompts, adapter options). The micro models on the micro study's scan probe
@@ -52,7 +52,6 @@ ESTIMATORS = {"atp": dict(score="margin"), "atp-logprob": dict(score="logprob"),
 DEFAULT = "atp"   # the estimator scan.method atp+exact uses (chosen from these curves: docs/fast-scan.md)
 KS = (5, 10, 20)
 NOISE_Z = 2.0            # the unpaired rule (reported beside the paired one)
-FAMILYWISE_ALPHA = 0.05  # the paired rule: exact McNemar, one-sided, Bonferroni over the model's heads
 TARGET_RECALL, TARGET_SHARE = 0.9, 0.15
 KEY = ["layer", "kind", "head"]
 
@@ -60,18 +59,6 @@ KEY = ["layer", "kind", "head"]
 def noise_bar(base_acc: float, acc: pd.Series, n: int) -> pd.Series:
     """NOISE_Z x the unpaired standard error of ``base_acc - acc`` on ``n`` prompts (per head)."""
     return NOISE_Z * ((base_acc * (1 - base_acc) + acc * (1 - acc)) / n) ** 0.5
-
-
-def mcnemar_p(drop: float, discordant: float, n: int) -> float:
-    """One-sided exact McNemar p-value that an ablation lowers accuracy: of the ``discordant`` prompts
-    whose correctness it changes, ``(discordant + drop * n) / 2`` turn wrong; under no effect each
-    changed prompt turns either way with probability 1/2. 1.0 where the count is unknown (NaN)."""
-    from scipy.stats import binom   # as the guard's Clopper-Pearson bound (gna.scan.attribution_ranking)
-
-    if math.isnan(discordant) or discordant <= 0:
-        return 1.0
-    worse = round((discordant + drop * n) / 2)
-    return float(binom.sf(worse - 1, round(discordant), 0.5))
 
 
 def beyond_noise(exact: pd.DataFrame) -> pd.Series:

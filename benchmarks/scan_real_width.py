@@ -70,9 +70,10 @@ def export(rev: str, into: Path) -> Path:
     return into / "workflow"
 
 
-def run(tree: Path, args: dict) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(tree), OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], env=env, capture_output=True, text=True)
+def run(tree: Path, args: dict, child: str = CHILD, threads: int = 1) -> dict:
+    """``child`` in a fresh interpreter importing gna from ``tree``, ``args`` as JSON; its last line, parsed."""
+    env = dict(os.environ, PYTHONPATH=str(tree), OMP_NUM_THREADS=str(threads))
+    out = subprocess.run([sys.executable, "-c", child, json.dumps(args)], env=env, capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(out.stderr[-3000:])
     return json.loads(out.stdout.strip().splitlines()[-1])

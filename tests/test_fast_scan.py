@@ -165,7 +165,8 @@ def test_the_sequential_guard_samples_until_its_bound_is_below_the_level():
 
     model, tok = load_model({"path": str(ROOT / "data/models/micro-llama")})
     enc = encode(generate_kv_probe(8, 32, 0, separator=" ", fmt="compact"), tok)
-    ranking, guard = attribution_ranking(model, enc, "atp+exact", candidates=4, guard_sample=2, guard_k=3,
+    # the bar, candidate #2 (L4H2, drop 0.5 on these 32 prompts), is beyond noise: the guard may draw on
+    ranking, guard = attribution_ranking(model, enc, "atp+exact", candidates=4, guard_sample=2, guard_k=2,
                                          guard_level=0.3, progress=False)
     rest = guard["n_heads"] - guard["candidates"]
     assert guard["level_met"] and guard["bound_share"] <= 0.3

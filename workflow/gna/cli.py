@@ -160,7 +160,8 @@ def cmd_scan(args) -> int:
                           max_rows=args.max_rows, model_name=name, candidates=args.candidates,
                           guard_sample=args.guard_sample, guard_k=args.guard_k, atp_score=args.atp_score,
                           guard_level=args.guard_level,
-                          graddrop=args.graddrop, seed=args.seed)
+                          graddrop=args.graddrop, seed=args.seed,
+                          say=lambda line: print(line, file=sys.stderr, flush=True))  # the guard's cost and reach
     ranking = ranking.assign(**checked.columns())
     ranking = ranking.assign(probe_sha256=probe_sha256(examples))  # the exact prompts it ranked on
     n_classifiable = int(ranking["kind"].isin(classifiable).sum())

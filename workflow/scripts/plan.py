@@ -14,5 +14,5 @@ with job(snakemake) as log:
     scanned = {dict(wc).get("model") for rule, wc in jobs if rule == "head_scan"}
     scan_rows = scan_methods(dict(snakemake.config), hw, [m for m in snakemake.config["scan"]["models"] if m in scanned])
     write(rows, snakemake.output.md, snakemake.output.csv, profile, hw, title=snakemake.config.get("study", ""),
-          world=stage_world(distill), cpus_per_rank=cpus_per_rank(distill), sections=scan_method_lines(scan_rows))
+          world=stage_world(distill), cpus_per_rank=cpus_per_rank(distill), sections=scan_method_lines(scan_rows, hw))
     log.info("%d jobs, %.0f GPU-hours", len(rows), sum(r.hours * r.gpus for r in rows if r.gpu))

@@ -58,6 +58,12 @@ class Hardware:
     probe_padding_waste: float = 1.04
     """Padded tokens per real token in a KV probe's batches (prompts of near-equal length: 1.04
     measured on 32-prompt batches of the paper-format probe at 20 pairs with Llama-3's tokenizer)."""
+    cpu_gflops: float = 70.0
+    """Achieved float32 GFLOP/s of the exact head scan on one CPU core, per CPU second (the plan's CPU
+    rows, gna.plan.scan_methods): measured 70 on SmolLM2-135M-Instruct, paper-format prompts, one torch
+    thread, 0.84 of a plain matmul of the scan's shapes in the same process (83 GFLOP/s; the 2-core
+    development machine, ``benchmarks/scan_cpu_real.py``; FLOPs as torch's FlopCounterMode counts
+    them, which the plan's ``head_scan`` count matches within 5%: tests/test_scan_cpu.py)."""
     atp_forward_multiple: float = 2.5
     """Cost of AtP's forward + backward per prompt, in forwards of the same prompt (1.7-2.9 measured on
     Llama-3.2-3B / 3.1-8B slices in bf16 on a CPU; ``benchmarks/scan_real_width.py --methods atp``

@@ -3,6 +3,8 @@ under ``exact`` and under ``atp+exact``. The one source of every ratio the prese
 the plan quote."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from . import estimate as E
 from .estimate import Hardware
 from .jobs import Study, estimate_job
@@ -13,16 +15,19 @@ SCAN_METHODS = ("exact", "atp+exact")
 def scan_methods(config: dict, hw: Hardware | None = None, models=None) -> list[dict]:
     """Per scanned model, the ``head_scan`` job under each of :data:`SCAN_METHODS` with the config's
     other scan settings: heads, the scan's seconds, the job's (start-up and the weights' load added),
-    their ratios exact / atp+exact and each method's peak GPU GB. The one source of every ratio the
+    their ratios exact / atp+exact and each method's peak GPU GB; and each method's job on one CPU core
+    (``<method>_cpu_h``): the same FLOPs at ``Hardware.cpu_gflops``. The one source of every ratio the
     preset, the manual and the plan quote."""
     hw = hw or Hardware()
+    cpu = cpu_hardware(hw)
     out = []
     for name in (models or config["scan"]["models"]):
         info = Study(config, hw).info(name)
         row: dict = {"model": name, "heads": sum(h for (_, _, h) in info.heads_by_layer)}
         for method in SCAN_METHODS:
-            est = estimate_job(Study({**config, "scan": {**config["scan"], "method": method}}, hw), "head_scan",
-                               {"model": name}, True)
+            study = {**config, "scan": {**config["scan"], "method": method}}
+            est = estimate_job(Study(study, hw), "head_scan", {"model": name}, True)
+            row[f"{method}_cpu_h"] = estimate_job(Study(study, cpu), "head_scan", {"model": name}, True).hours
             row[f"{method}_job_s"] = est.hours * 3600
             row[f"{method}_scan_s"] = row[f"{method}_job_s"] - E.load_seconds(hw, info)
             row[f"{method}_gpu_gb"] = est.gpu_gb
@@ -32,7 +37,12 @@ def scan_methods(config: dict, hw: Hardware | None = None, models=None) -> list[
     return out
 
 
-def scan_method_lines(rows: list[dict]) -> list[str]:
+def cpu_hardware(hw: Hardware) -> Hardware:
+    """``hw`` with one CPU core's measured scan rate in place of the GPU's forward rate."""
+    return replace(hw, fwd_tflops=hw.cpu_gflops / 1e3)
+
+
+def scan_method_lines(rows: list[dict], hw: Hardware | None = None) -> list[str]:
     """The plan's markdown table of :func:`scan_methods`."""
     lines = ["", "## Head scan: exact against atp+exact", "",
              "Per `head_scan` job with this config's scan settings (`scan.method` set to each; the job adds "
@@ -43,4 +53,15 @@ def scan_method_lines(rows: list[dict]) -> list[str]:
         lines.append(f"| {r['model']} | {r['heads']:,} | {r['exact_scan_s']:,.0f} | {r['atp+exact_scan_s']:,.0f} | "
                      f"{r['scan_ratio']:.1f}x | {r['job_ratio']:.1f}x | "
                      f"{r['exact_gpu_gb']:.1f} / {r['atp+exact_gpu_gb']:.1f} |")
+    hw = hw or Hardware()
+    lines += ["", "## Head scan on a CPU", "",
+              f"The same jobs on one CPU core: the same FLOPs at the exact scan's measured float32 rate, "
+              f"{hw.cpu_gflops:g} GFLOP/s per core (`Hardware.cpu_gflops`, benchmarks/scan_cpu_real.py; measured "
+              f"on a transformer: SSM rows keep the GPU's family factors and are not measured). With t threads a "
+              f"job takes up to t times less wall time. docs/performance.md has the measurement.", "",
+              "| model | heads | exact CPU h | atp+exact CPU h | exact GPU h | atp+exact GPU h |",
+              "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['heads']:,} | {r['exact_cpu_h']:,.1f} | {r['atp+exact_cpu_h']:,.1f} | "
+                     f"{r['exact_job_s'] / 3600:.2f} | {r['atp+exact_job_s'] / 3600:.2f} |")
     return lines

@@ -13,8 +13,11 @@ with its own forward (many ablations of one batch at once: logits with leading d
 Rows: when the choices of every example are "one shared prefix + one distinct last token"
 (always so for single-token choices, e.g. " 42" with a GPT-2-style BPE, and for " ", "42" with
 Llama-3's tokenizer) one row per example suffices: the row is prompt + shared prefix, and all
-C choices are read off the logits of that one row. Otherwise one row per (example, choice):
-prompt + continuation[:-1], as lm-eval does; a batch then holds whole examples.
+C choices are read off the logits of that one row. Otherwise a choice needs the row prompt +
+continuation[:-1], as lm-eval builds it, and choices share rows: a causal model's logits at a
+position see only the tokens up to it, so a choice whose row is a prefix of another's is read off
+that longer row (a digit-splitting tokenizer's " 4", " 42" and " 47" take two rows: " 4" inside
+" 42"). One row per choice whose row no other choice's extends; a batch holds whole examples.
 """
 from __future__ import annotations
 
@@ -61,6 +64,7 @@ class ProbeBatch:
     score_rows: torch.Tensor      # (P,) row of each distribution read
     score_pos: torch.Tensor       # (P,) position in that row (predicts the token at pos + 1)
     keep_pos: torch.Tensor        # (U,) sorted distinct score positions (for logits_to_keep)
+    row_example: torch.Tensor     # (B,) the example (0..E-1 in this batch) each row belongs to
     score_kept: torch.Tensor      # (P,) index of score_pos in keep_pos
     target_index: torch.Tensor    # (K,) which of the P distributions
     target_token: torch.Tensor    # (K,) which token's log-prob
@@ -145,7 +149,7 @@ def iter_batches(encoded: EncodedProbe, batch_size: int) -> Iterator[ProbeBatch]
     before the prompt and change its state."""
     C, per = encoded.n_choices, examples_per_batch(encoded, batch_size)
     for start in range(0, len(encoded), per):
-        rows, s_rows, s_pos, t_idx, t_tok, t_slot = [], [], [], [], [], []
+        rows, s_rows, s_pos, t_idx, t_tok, t_slot, row_ex = [], [], [], [], [], [], []
         ex_idx = list(range(start, min(start + per, len(encoded))))
         for e, n in enumerate(ex_idx):
             prompt, conts = encoded.prompt_ids[n], encoded.choice_ids[n]
@@ -160,15 +164,23 @@ def iter_batches(encoded: EncodedProbe, batch_size: int) -> Iterator[ProbeBatch]
                     t_idx += range(p0, p0 + len(cont))
                     t_tok += cont
                     t_slot += [e * C + c] * len(cont)
-            else:  # row = prompt + continuation[:-1], one per choice
-                for c, cont in enumerate(conts):
-                    r, p0 = len(rows), len(s_pos)
-                    rows.append(prompt + cont[:-1])
-                    s_rows += [r] * len(cont)
-                    s_pos += range(L - 1, L - 1 + len(cont))
-                    t_idx += range(p0, p0 + len(cont))
+            else:  # row = prompt + continuation[:-1]; a choice whose row another's extends reads off that one
+                tails, seen = [tuple(c[:-1]) for c in conts], {}
+                longest = [t for t in dict.fromkeys(tails) if not any(u != t and u[:len(t)] == t for u in tails)]
+                hosts = {t: len(rows) + i for i, t in enumerate(longest)}
+                rows += [prompt + list(t) for t in longest]
+                for c, cont in enumerate(conts):  # the first longest row that begins with the choice's own
+                    r = hosts[next(u for u in longest if u[:len(tails[c])] == tails[c])]
+                    for j in range(len(cont)):   # the distribution at L-1+j predicts the choice's token j
+                        key = (r, L - 1 + j)
+                        if key not in seen:
+                            seen[key] = len(s_pos)
+                            s_rows.append(r)
+                            s_pos.append(L - 1 + j)
+                        t_idx.append(seen[key])
                     t_tok += cont
                     t_slot += [e * C + c] * len(cont)
+            row_ex += [e] * (len(rows) - len(row_ex))
         T = max(map(len, rows))
         input_ids = torch.full((len(rows), T), encoded.pad_id, dtype=torch.long)
         mask = torch.zeros((len(rows), T), dtype=torch.long)
@@ -179,6 +191,7 @@ def iter_batches(encoded: EncodedProbe, batch_size: int) -> Iterator[ProbeBatch]
         keep = torch.unique(pos)  # sorted
         yield ProbeBatch(input_ids=input_ids, attention_mask=mask, examples=torch.tensor(ex_idx), n_choices=C,
                          score_rows=torch.tensor(s_rows), score_pos=pos, keep_pos=keep,
+                         row_example=torch.tensor(row_ex),
                          score_kept=torch.searchsorted(keep, pos), target_index=torch.tensor(t_idx),
                          target_token=torch.tensor(t_tok), target_slot=torch.tensor(t_slot))
 
@@ -207,14 +220,13 @@ def masked_choice_logprobs(model: nn.Module, encoded: EncodedProbe, batch_size: 
                            set_masks: Callable[[ProbeBatch, list[int]], None]) -> torch.Tensor:
     """(N, C) float64 choice log-probs of ``encoded``, one full forward per batch after
     ``set_masks(batch, rows)`` has installed that batch's masks (``rows``: the example of each of
-    the batch's rows, one per example or one per choice). The masking experiments' one loop: what
+    the batch's rows, ``batch.row_example``). The masking experiments' one loop: what
     they mask differs, how a masked model is scored does not."""
     device = next(model.parameters()).device
     logprobs = torch.empty(len(encoded), encoded.n_choices, dtype=torch.float64)
-    per_example = 1 if encoded.one_row else encoded.n_choices
     with torch.no_grad():
         for batch in iter_batches(encoded, batch_size):
-            set_masks(batch, [int(e) for e in batch.examples for _ in range(per_example)])
+            set_masks(batch, batch.examples[batch.row_example].tolist())
             b = batch.to(device)
             out = model(input_ids=b.input_ids, attention_mask=b.attention_mask, use_cache=False)
             logprobs[batch.examples] = batch_choice_logprobs(out.logits, b).cpu()

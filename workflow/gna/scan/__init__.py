@@ -6,11 +6,12 @@
 - :mod:`.attribution`: the attribution-patching (AtP) estimate of every head's ablation.
 - :mod:`.attribution_ranking`: the ``atp`` and ``atp+exact`` methods built on that estimate, with
   the false-negative guard.
+- :mod:`.guard_bounds`: the guard's statistics, and its cost and reach, said before it works.
 - :mod:`.ranking`: what they share: the mixers scanned, the ranking's columns, ties, top-k.
 - :mod:`.repeated_forwards`: the scan's batching (copies of a batch from a layer on), also how the
-  open questions score head sets and patched paths.
+  open questions score head sets and patched paths; the clean forwards kept across passes.
 
-Imports run one way: ranking, repeated_forwards <- exact; attribution <- attribution_ranking <- methods.
+Imports run one way: ranking, repeated_forwards <- exact; attribution, guard_bounds <- attribution_ranking <- methods.
 May import: ``errors``, ``models``, ``interventions``, ``probes``; never the report, the questions,
 the experiments or the job machinery (they import the scan).
 """

@@ -164,8 +164,8 @@ def _batch_estimates(model, b: ProbeBatch, answers, mixers, score, keep, graddro
             raise InterventionError(f"layer {m.layer} {m.kind}: its output projection ran {len(got)} times in one "
                                     f"forward, expected once")
     inputs = [got[0] for got in acts.values()]
-    E, B = len(b.examples), b.input_ids.shape[0]
-    example_of_row = torch.arange(B, device=b.input_ids.device) // (B // E)  # rows: examples, or C per example
+    E = len(b.examples)
+    example_of_row = b.row_example  # rows: one per example, or one per choice no other choice's row extends
     out = {m: torch.zeros(1 + len(flags), E, m.n_heads, dtype=torch.float64) for m in mixers}
     for r, drop in enumerate([None] + list(range(len(flags)))):
         if drop is not None:

@@ -15,6 +15,8 @@ diagnostic weights its sample by the estimate, which this uniform one does not n
 """
 from __future__ import annotations
 
+import logging
+from typing import Callable
 
 import pandas as pd
 import torch
@@ -22,24 +24,18 @@ from torch import nn
 
 from .attribution import atp_scan
 from ..errors import ConfigError
-from ..probes.scoring import EncodedProbe, ProbeScore, score
+from ..models import adapter_for
+from ..probes.scoring import EncodedProbe, ProbeScore, iter_batches, score
 from .exact import scan_heads
+from .guard_bounds import (FAMILYWISE_ALPHA, draws_to_level, guard_plan, mcnemar_p, plan_line,
+                           upper_bound)  # noqa: F401  upper_bound: importable from here, as before
 from .ranking import COLUMNS, logprob_resolution, select_mixers, tie_keys
+from .repeated_forwards import ResidualCache
+
+log = logging.getLogger(__name__)
 
 EXTRA = ["atp_drop", "atp_magnitude", "exact"]
 KEY = ["layer", "head", "kind"]
-
-
-def upper_bound(hits: int, sampled: int, population: int, confidence: float = 0.95) -> float:
-    """One-sided Clopper-Pearson upper bound on how many of ``population`` heads beat the bar,
-    when ``hits`` of a uniform sample of ``sampled`` of them did."""
-    if sampled == 0:
-        return float(population)
-    if hits >= sampled:
-        return float(population)
-    from scipy.stats import beta
-
-    return float(beta.ppf(confidence, hits + 1, sampled - hits)) * population
 
 
 def _rerank(df: pd.DataFrame, resolution: float) -> pd.DataFrame:
@@ -77,7 +73,7 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
                         graddrop: bool = False, seed: int = 0, batch_size: int = 32, max_rows: int = 256,
                         kinds=None, layers=None, model_name: str = "", progress: bool = True,
                         baseline: ProbeScore | None = None, guard_level: float | None = None,
-                        ig_steps: int = 0) -> tuple[pd.DataFrame, dict]:
+                        ig_steps: int = 0, say: Callable[[str], None] | None = None) -> tuple[pd.DataFrame, dict]:
     """``(ranking, guard)`` for ``method`` ``atp`` or ``atp+exact`` (see the module docstring).
 
     ``ranking``: the exact scan's ``COLUMNS`` plus ``EXTRA``. ``guard``: a dict with
@@ -89,7 +85,15 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
     non-candidate heads that beat the ``guard_k``-th candidate is at most ``guard_level``, or none is
     left; ``guard["bound_share"]`` and ``guard["level_met"]`` say where it stopped. ``ig_steps``:
     the integrated-gradients estimate (gna.scan.attribution.atp_scan) instead of plain AtP.
+
+    Before any work, ``say`` (default: this module's log) gets the guard's cost in one line
+    (:func:`gna.scan.guard_bounds.plan_line`), and one line per reason the probe cannot support the level
+    (:func:`gna.scan.guard_bounds.guard_plan`); then the guard keeps its first ``guard_sample`` draws only.
+    It also stops drawing, saying why, once its bar (the ``guard_k``-th candidate) proves not beyond
+    noise, or once its hits put the level out of reach (``guard["stopped"]``). Every exact pass
+    reuses the first one's clean forwards (:class:`gna.scan.repeated_forwards.ResidualCache`).
     """
+    say = say or log.info
     if method != "atp":  # the exact part's settings, checked before the estimate's passes
         if not isinstance(candidates, int) or candidates < 1:
             raise ConfigError(f"scan.candidates = {candidates!r}: must be a positive number of heads")
@@ -98,12 +102,22 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
         if not isinstance(guard_k, int) or guard_k < 1:
             raise ConfigError(f"scan.guard_k = {guard_k!r}: must be a candidate's rank, 1 or more")
     mixers = select_mixers(model, kinds, layers)
+    baseline = score(model, encoded, batch_size=batch_size) if baseline is None else baseline  # once, for every pass
+    plan = None
+    if method != "atp":
+        rows = sum(b.input_ids.shape[0] for b in iter_batches(encoded, batch_size))
+        plan = guard_plan([m.layer for m in mixers for _ in range(m.n_heads)], len(adapter_for(model).layers()),
+                          candidates, guard_sample, guard_k, guard_level, len(encoded), baseline.accuracy,
+                          1 / encoded.n_choices)
+        say(plan_line(plan, guard_k, guard_level, rows))
+        for reason in plan["unsupported"]:
+            say(f"the probe cannot support the guard's level {guard_level:.2f}: {reason}; the guard keeps its "
+                f"first {plan['heads_max'] - plan['candidates']} draws and states no bound at that level")
     est = atp_scan(model, encoded, mixers, batch_size=batch_size, score=atp_score, graddrop=graddrop,
                    progress=progress, ig_steps=ig_steps)
     guard = dict(method=method, atp_score=atp_score, graddrop=graddrop, ig_steps=ig_steps, n_heads=len(est))
     if method == "atp":
-        base_acc = (score(model, encoded, batch_size=batch_size) if baseline is None else baseline).accuracy
-        return _atp_only_rows(est, base_acc, encoded, model_name, 1), guard
+        return _atp_only_rows(est, baseline.accuracy, encoded, model_name, 1), guard
     order = by_magnitude(est)
     cand = order.head(candidates)
     rest = order.iloc[len(cand):]
@@ -111,8 +125,9 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
     draw_order = torch.randperm(len(rest), generator=g).tolist()
     n_drawn = min(guard_sample, len(rest))
     resolution = logprob_resolution(model)
+    residuals = ResidualCache([m.layer for m in mixers])  # the clean forwards, shared by every pass
     common = dict(batch_size=batch_size, max_rows=max_rows, kinds=kinds, layers=layers, model_name=model_name,
-                  progress=progress, baseline=baseline)
+                  progress=progress, baseline=baseline, residuals=residuals, discordant=True)
 
     def exact_rows(heads: pd.DataFrame) -> pd.DataFrame:
         verify = [(int(l), int(h), str(k)) for l, h, k in heads[KEY].itertuples(index=False)]
@@ -132,18 +147,29 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
         return [] if bar is None else [r for _, r in rows.iterrows() if _beats(r, bar, resolution)]
 
     hits = hits_in(sample_of(n_drawn))
-    if guard_level is not None and bar is not None:
-        while n_drawn < len(rest) and upper_bound(len(hits), n_drawn, len(rest)) / len(rest) > guard_level:
+    stopped = plan["unsupported"][0] if plan["unsupported"] else None
+    bar_p = None if bar is None else mcnemar_p(float(bar["drop"]), float(bar["discordant"]), len(encoded))
+    if guard_level is not None and bar is not None and stopped is None:
+        if not (bar_p < FAMILYWISE_ALPHA / len(est) and bar["drop"] > 0):
+            stopped = (f"its bar, candidate #{k} (L{int(bar.layer)}H{int(bar['head'])} {bar.kind}, drop "
+                       f"{float(bar['drop']):.3f}, {int(bar['discordant'])} of {len(encoded)} prompts changed, "
+                       f"McNemar p {bar_p:.2g}), is not beyond noise (p < {FAMILYWISE_ALPHA / len(est):.2g}, 5% "
+                       f"familywise over {len(est)} heads): heads that do nothing beat it by chance")
+        while stopped is None and upper_bound(len(hits), n_drawn, len(rest)) / len(rest) > guard_level:
             # enough further draws to meet the level if none of them beats the bar
-            need = n_drawn
-            while need < len(rest) and upper_bound(len(hits), need, len(rest)) / len(rest) > guard_level:
-                need += 1
+            need = draws_to_level(len(hits), len(rest), guard_level)
+            if need is None:
+                stopped = (f"{len(hits)} of its {n_drawn} draws beat candidate #{k}: even with no hit among the "
+                           f"other {len(rest) - n_drawn} heads its bound stays above the level")
+                break
             more = rest.iloc[sorted(draw_order[n_drawn:max(need, n_drawn + 1)])]
             exact = _rerank(pd.concat([exact, exact_rows(more)], ignore_index=True), resolution)
             n_drawn = max(need, n_drawn + 1)
             hits = hits_in(sample_of(n_drawn))
+        if stopped is not None and not plan["unsupported"]:
+            say(f"guard stopped after {n_drawn} draws, level {guard_level:.2f} not met: {stopped}")
     sample = sample_of(n_drawn)
-    exact = exact.merge(est, on=KEY).assign(exact=True)
+    exact = exact.drop(columns="discordant").merge(est, on=KEY).assign(exact=True)
     hits = hits_in(sample)  # the same heads, now with their estimates beside them
     pick = sorted(draw_order[:n_drawn])
     unverified = rest.drop(rest.index[pick])
@@ -158,7 +184,9 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
                  bound_share=upper_bound(len(hits), len(sample), len(rest)) / max(1, len(rest)),
                  guard_level=guard_level,
                  level_met=None if guard_level is None else
-                 upper_bound(len(hits), len(sample), len(rest)) / max(1, len(rest)) <= guard_level)
+                 upper_bound(len(hits), len(sample), len(rest)) / max(1, len(rest)) <= guard_level,
+                 kth_candidate_p=bar_p, stopped=stopped, heads_max=plan["heads_max"],
+                 forwards_max=plan["forwards_max"], clean_forwards=residuals.forwards)
     tail = _atp_only_rows(unverified, float(exact.baseline_accuracy.iloc[0]), encoded, model_name, len(exact) + 1)
     ranking = pd.concat([exact[COLUMNS + EXTRA], tail], ignore_index=True)
     return ranking, guard
@@ -178,4 +206,10 @@ def guard_summary(guard: dict) -> str:
               f"of {guard['unverified']}"
             + ("" if guard.get("guard_level") is None else
                f" (share {guard['bound_share']:.2f}, level {guard['guard_level']:.2f} "
-               f"{'met' if guard['level_met'] else 'NOT met: every head was drawn'})"))
+               f"{'met' if guard['level_met'] else _not_met(guard)})"))
+
+
+def _not_met(guard: dict) -> str:
+    if guard.get("stopped"):
+        return f"NOT met: the guard stopped, {guard['stopped']}"
+    return "NOT met: every head was drawn"

@@ -18,13 +18,14 @@ from tqdm.auto import tqdm
 from ..interventions import ablate_heads, head_mask
 from ..probes.scoring import EncodedProbe, ProbeScore, fp32_logits, score
 from .ranking import logprob_resolution, rank_heads, select_mixers
-from .repeated_forwards import repeated_forward_scores
+from .repeated_forwards import ResidualCache, repeated_forward_scores
 
 
 @torch.no_grad()
 def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, max_rows: int = 256,
                kinds=None, layers=None, model_name: str = "", progress: bool = True, heads=None,
-               baseline: ProbeScore | None = None, discordant: bool = False) -> pd.DataFrame:
+               baseline: ProbeScore | None = None, discordant: bool = False,
+               residuals: ResidualCache | None = None) -> pd.DataFrame:
     """Accuracy on ``encoded`` with each head alone ablated, for every head of the chosen mixers.
 
     ``max_rows`` bounds a forward's batch (ablation copies x rows); lower it to save memory.
@@ -32,6 +33,8 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
     ``baseline``: the unmodified model's score on ``encoded`` where the caller has it (the probe check).
     ``discordant``: add a column of that name, the prompts whose correctness the ablation changes
     (either way): with the drop, a paired (McNemar) test of the drop on these prompts.
+    ``residuals``: the clean forwards of an earlier scan of ``encoded`` at this ``batch_size``, reused
+    (:class:`gna.scan.repeated_forwards.ResidualCache`).
     Returns the ranked tidy table (see ``COLUMNS``).
     """
     mixers = select_mixers(model, kinds, layers)
@@ -53,7 +56,7 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
 
     totals, _ = repeated_forward_scores(model, encoded, by_layer, len(items), ablate_each, batch_size=batch_size,
                                         max_rows=max_rows, baseline=baseline, group_of=lambda n: items[n][0],
-                                        progress=progress, desc="head scan")
+                                        progress=progress, desc="head scan", residuals=residuals)
     rows = [dict(layer=m.layer, kind=m.kind, head=h, accuracy=totals[n, 0].item() / len(encoded),
                  answer_logprob=totals[n, 1].item() / len(encoded)) for n, (_, m, h) in enumerate(items)]
     ranked = rank_heads(rows, baseline.logprobs, encoded, model_name, logprob_resolution(model))
@@ -65,9 +68,11 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
 
 @torch.no_grad()
 def naive_scan_heads(model: nn.Module, encoded: EncodedProbe, kinds=None, layers=None, model_name: str = "",
-                     progress: bool = False) -> pd.DataFrame:
-    """The reference: like the paper's code, the whole model once per head and per answer choice."""
+                     progress: bool = False, heads=None) -> pd.DataFrame:
+    """The reference: like the paper's code, the whole model once per head and per answer choice.
+    ``heads``: only these ``(layer, head, kind)``, as :func:`scan_heads` takes them; default all."""
     mixers = select_mixers(model, kinds, layers)
+    wanted = None if heads is None else {(int(l), str(k), int(h)) for l, h, k in heads}
     device = next(model.parameters()).device
 
     def logprobs() -> torch.Tensor:
@@ -82,8 +87,8 @@ def naive_scan_heads(model: nn.Module, encoded: EncodedProbe, kinds=None, layers
 
     baseline = logprobs()
     rows = []
-    heads = [(m, h) for m in mixers for h in range(m.n_heads)]
-    for m, h in tqdm(heads, desc="naive scan", disable=not progress):
+    todo = [(m, h) for m in mixers for h in range(m.n_heads) if wanted is None or (m.layer, m.kind, h) in wanted]
+    for m, h in tqdm(todo, desc="naive scan", disable=not progress):
         with ablate_heads(model, [(m.layer, h, m.kind)]):
             lp = logprobs()
         rows.append(dict(layer=m.layer, kind=m.kind, head=h,

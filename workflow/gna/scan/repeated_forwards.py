@@ -26,6 +26,35 @@ def margins(lp: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
     return right - others.max(-1).values
 
 
+class ResidualCache:
+    """The unmodified model's residual stream entering each of ``layers``, per batch of prompts, kept
+    across several scans of one probe (``atp+exact``'s candidates, then each pass of its guard): each
+    batch's clean forward runs once, capturing every layer a later pass may start at. Deterministic
+    reuse of one forward's values, so the numbers are those of recomputing it. Kept on the CPU up to
+    ``max_bytes`` in all; a batch beyond that is recomputed when asked again.
+    ``forwards``: the clean forwards run."""
+
+    def __init__(self, layers, max_bytes: float = 2e9):
+        self.layers, self.max_bytes = sorted(set(layers)), max_bytes
+        self.kept: dict[int, dict[int, torch.Tensor]] = {}
+        self.bytes, self.forwards = 0, 0
+
+    def inputs(self, model: nn.Module, index: int, b, wanted) -> dict[int, torch.Tensor]:
+        """The layer inputs ``wanted`` of batch number ``index`` (``b``, on the model's device)."""
+        device = b.input_ids.device
+        kept = self.kept.get(index)
+        if kept is not None and all(layer in kept for layer in wanted):
+            return {layer: kept[layer].to(device) for layer in wanted}
+        got = capture_layer_inputs(model, sorted(set(wanted) | set(self.layers)), input_ids=b.input_ids,
+                                   attention_mask=b.attention_mask, use_cache=False)
+        self.forwards += 1
+        size = sum(t.numel() * t.element_size() for t in got.values())
+        if self.bytes + size <= self.max_bytes:
+            self.kept[index] = {layer: t.to("cpu") for layer, t in got.items()}
+            self.bytes += size
+        return {layer: got[layer] for layer in wanted}
+
+
 def _chunks(items: list[int], per: int, group_of=None) -> list[list[int]]:
     """``items`` in consecutive chunks of at most ``per``, none spanning two groups of ``group_of``."""
     runs: list[list[int]] = []
@@ -40,7 +69,8 @@ def _chunks(items: list[int], per: int, group_of=None) -> list[list[int]]:
 def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: dict[int, list[int]], n_items: int,
                             intervene, prepare=None, batch_size: int = 32, max_rows: int = 256,
                             baseline: ProbeScore | None = None, group_of=None,
-                            progress: bool = False, desc: str = "repeated forwards") -> tuple[torch.Tensor, dict]:
+                            progress: bool = False, desc: str = "repeated forwards",
+                            residuals: ResidualCache | None = None) -> tuple[torch.Tensor, dict]:
     """The scan's batching for any intervention on items (a set of heads, a path): per batch of prompts
     the residual entering every layer of ``by_start`` ({layer: the items that start there}) from one
     forward; then chunks of items, copy a of the batch for item a, through the layers from there on.
@@ -52,20 +82,23 @@ def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: d
     prompts, for a paired test of the drop) ``(n_items, 4)``, and the unmodified model's means
     (``baseline_accuracy``, ``baseline_logprob``, ``baseline_margin``).
     ``group_of(item)``: a chunk never spans two groups (the head scan: one mixer's heads per chunk,
-    one ``head_mask`` of one kind)."""
+    one ``head_mask`` of one kind). ``residuals``: clean forwards kept from an earlier scan of the same
+    ``encoded`` and ``batch_size`` (:class:`ResidualCache`), else each batch's runs here."""
     device = next(model.parameters()).device
     base = (score(model, encoded, batch_size=batch_size) if baseline is None else baseline).logprobs
     keep = accepts_logits_to_keep(model)
     totals = torch.zeros(n_items, 4, dtype=torch.float64)
     base_right = base.argmax(-1).eq(encoded.answers)
     with fp32_logits(model) as head:
-        for b in tqdm(list(iter_batches(encoded, batch_size)), desc=desc, unit="batch", disable=not progress):
+        for i, b in enumerate(tqdm(list(iter_batches(encoded, batch_size)), desc=desc, unit="batch",
+                                   disable=not progress)):
             b = b.to(device)
             answers = encoded.answers[b.examples.cpu()]
             was_right = base_right[b.examples.cpu()]
             B = b.input_ids.shape[0]
-            inputs = capture_layer_inputs(model, sorted(by_start), input_ids=b.input_ids,
-                                          attention_mask=b.attention_mask, use_cache=False)
+            inputs = (residuals.inputs(model, i, b, sorted(by_start)) if residuals is not None else
+                      capture_layer_inputs(model, sorted(by_start), input_ids=b.input_ids,
+                                           attention_mask=b.attention_mask, use_cache=False))
             state = prepare(b, inputs) if prepare else None
             per = max(1, max_rows // B)
             for start in sorted(by_start):
