@@ -26,7 +26,6 @@ cached in ``<out>/exact/<model>.csv`` (delete to recompute).
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from pathlib import Path
 
@@ -39,6 +38,7 @@ from gna.models import load_model
 from gna.probes.kv import generate_kv_probe
 from gna.probes.scoring import encode, score
 from gna.scan import scan_heads, select_mixers
+from gna.questions.null import beyond_noise as paired_beyond_noise, mcnemar_p  # noqa: F401  mcnemar_p: this script's API too
 
 ROOT = Path(__file__).resolve().parents[1]
 # model -> (probe pairs, prompts, adapter options). The micro models on the micro study's scan probe
@@ -62,24 +62,12 @@ def noise_bar(base_acc: float, acc: pd.Series, n: int) -> pd.Series:
     return NOISE_Z * ((base_acc * (1 - base_acc) + acc * (1 - acc)) / n) ** 0.5
 
 
-def mcnemar_p(drop: float, discordant: float, n: int) -> float:
-    """One-sided exact McNemar p-value that an ablation lowers accuracy: of the ``discordant`` prompts
-    whose correctness it changes, ``(discordant + drop * n) / 2`` turn wrong; under no effect each
-    changed prompt turns either way with probability 1/2. 1.0 where the count is unknown (NaN)."""
-    from scipy.stats import binom   # as the guard's Clopper-Pearson bound (gna.scan.attribution_ranking)
-
-    if math.isnan(discordant) or discordant <= 0:
-        return 1.0
-    worse = round((discordant + drop * n) / 2)
-    return float(binom.sf(worse - 1, round(discordant), 0.5))
-
-
 def beyond_noise(exact: pd.DataFrame) -> pd.Series:
     """Per head of an exact ranking (with ``discordant``): its drop is beyond the probe's noise, at
-    ``FAMILYWISE_ALPHA`` familywise over the ranking's heads."""
-    n, heads = int(exact.n_examples.iloc[0]), len(exact)
-    p = [mcnemar_p(float(d), float(c), n) for d, c in zip(exact["drop"], exact["discordant"])]
-    return pd.Series([x < FAMILYWISE_ALPHA / heads for x in p], index=exact.index) & (exact["drop"] > 0)
+    ``FAMILYWISE_ALPHA`` familywise over the ranking's heads (:func:`gna.questions.null.beyond_noise`)."""
+    ok = paired_beyond_noise(exact["drop"], exact["discordant"], int(exact.n_examples.iloc[0]), tested=len(exact),
+                             alpha=FAMILYWISE_ALPHA)
+    return pd.Series(ok, index=exact.index)
 
 
 def beyond_unpaired(exact: pd.DataFrame) -> pd.Series:
