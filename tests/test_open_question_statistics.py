@@ -142,7 +142,7 @@ def test_roles_only_for_heads_beyond_noise(micro):
     assert ga.set_index(["layer", "head"]).role[(4, 3)] == "aggregate"   # its pattern alone says Aggregate
     kept = roles_beyond_noise(model, enc, ga, n_heads=24, baseline=base).set_index(["layer", "head"])
     assert kept.role.to_dict() == {(3, 3): "gather", (4, 2): "aggregate", (4, 3): "-"}   # L4H3: drop .000
-    assert kept.beyond_noise.tolist() == [True, True, False] and kept.discordant[(4, 3)] == 0
+    assert kept.beyond_noise.to_dict() == {(3, 3): True, (4, 2): True, (4, 3): False} and kept.discordant[(4, 3)] == 0
 
 
 def test_readme_and_manual_quote_the_findings_rows():
@@ -154,3 +154,28 @@ def test_readme_and_manual_quote_the_findings_rows():
                                             for r in rows(findings))
     for page in ("README.md", "docs/open-questions.md"):
         assert quoted((ROOT / page).read_text()) == table(findings), f"{page}: run python -m gna.questions.quote"
+
+
+# -- the fast scan's recall per probe size ---------------------------------------------------------
+
+def test_probe_size_table_is_the_benchmarks_and_gna_scan_warns_at_the_start(tmp_path, capsys):
+    from gna.cli import main
+    from gna.scan.probe_size import MEASURED, probe_size_warning, prompts_needed
+
+    table = pd.read_csv(ROOT / "benchmarks" / "results" / "atp_recall" / "probe_sizes.csv")
+    assert MEASURED == pytest.approx({(r.model, int(r.pairs), int(r.prompts)): float(r.resolved_share)
+                                      for r in table.itertuples()}, abs=1e-4)
+    need = prompts_needed()
+    small = int(table.prompts.min())
+    assert need is not None and small < need
+    assert "too small" in probe_size_warning("atp+exact", 8, small)
+    assert probe_size_warning("atp+exact", 8, need) is None and probe_size_warning("exact", 8, small) is None
+    # said before the model loads: a model path that does not exist fails after the warning
+    assert main(["scan", str(tmp_path / "no-model"), "--method", "atp+exact", "--pairs", "8", "--n-examples",
+                 str(small), "--format", "compact", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "too small for the fast scan's recall" in err and err.index("too small") < err.index("error")
+    manual = (ROOT / "docs" / "fast-scan.md").read_text()
+    begin = manual.index("<!-- atp_recall:probe_sizes:begin")
+    block = manual[manual.index("\n", begin) + 1:manual.index("<!-- atp_recall:probe_sizes:end -->")]
+    assert block == (ROOT / "benchmarks" / "results" / "atp_recall" / "probe_sizes.md").read_text()

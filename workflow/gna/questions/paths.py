@@ -97,18 +97,20 @@ def _components(components) -> tuple[str, ...]:
 
 
 def _position_mask(b, T: int, positions: str, values: list[list[int]] | None) -> torch.Tensor | None:
-    """(B, T) bool: the positions a batch's patch writes at; None for every position."""
+    """(B, T) bool: the positions a batch's patch writes at; None for every position. ``final``: every
+    position a score is read at; ``values``: the value tokens of the row's example (a row starts with
+    its example's prompt, one row per example or per (example, choice))."""
     if positions == "all":
         return None
-    if b.input_ids.shape[0] != len(b.examples):
-        raise InterventionError(f"path patching at {positions!r} positions needs one row per example (choices "
-                                "that share all but their last token)")
     mask = torch.zeros(b.input_ids.shape[0], T, dtype=torch.bool, device=b.input_ids.device)
     if positions == "final":
         mask[b.score_rows, b.score_pos] = True
         return mask
-    for row, ex in enumerate(b.examples.tolist()):
-        mask[row, values[ex]] = True
+    row_example = torch.full((b.input_ids.shape[0],), -1, dtype=torch.long)
+    row_example[b.score_rows[b.target_index].cpu()] = (b.target_slot // b.n_choices).cpu()
+    for row, e in enumerate(row_example.tolist()):
+        if e >= 0:
+            mask[row, values[int(b.examples[e])]] = True
     return mask
 
 
