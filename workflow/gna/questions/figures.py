@@ -136,7 +136,7 @@ def ranking_seeds(spread_paths, top_k, png, pdf, csv, md) -> None:
     models = list(dict.fromkeys(spread.model))
     fig, axes = plt.subplots(1, len(models), figsize=(4.6 * len(models), 3.6), squeeze=False)
     fig.suptitle("Rank over prompts and probe seeds: pooled rank, 95% bootstrap interval (filled: drop beyond "
-                 "noise);\nx: each seed's own rank", fontsize=9)
+                 "noise);\nx: each seed's own rank", fontsize=9, y=1.1)
     for m, ax in zip(models, axes[0]):
         sub = spread[spread.model == m].sort_values("pooled_rank").head(max(top_k, 8))
         x = np.arange(len(sub))
@@ -150,7 +150,7 @@ def ranking_seeds(spread_paths, top_k, png, pdf, csv, md) -> None:
         ax.invert_yaxis()
         k = int(sub.stable_k.iloc[0])
         ax.axhline(k + 0.5, color="grey", ls=":")
-        ax.set_title(f"{m}: {k} heads beyond noise, top-{k} {'stable' if sub.stable.iloc[0] else 'not resolved'}; "
+        ax.set_title(f"{m}: {k} heads beyond noise, top-{k} {'stable' if sub.stable.iloc[0] else 'not resolved'};\n"
                      f"{int(sub.n_prompts.iloc[0])} prompts, seeds {sub.seeds.iloc[0]}", fontsize=8)
     save_figure(fig, png, pdf)
     write_csv(with_precision(spread), csv)
@@ -180,7 +180,8 @@ def ga_paths(paths, png, pdf, csv, md) -> None:
                      f"{r.components.upper()} @ {r.positions}, {'every path' if r.via == 'all' else 'direct'}")
                     for r in rows.itertuples()]
     models = list(dict.fromkeys(rows.model))
-    fig, axes = plt.subplots(1, len(models), figsize=(7 * len(models), 4.2), squeeze=False)
+    n_rows = max(len(set(zip(rows.sender[rows.target == "head"], rows.receiver[rows.target == "head"]))), 1)
+    fig, axes = plt.subplots(1, len(models), figsize=(7 * len(models), 2.6 + 0.4 * n_rows), squeeze=False)
     fig.suptitle("KV accuracy drop with Gather g removed only from one path (rows: g -> Aggregate a; the last "
                  "column: g's own write to the logits)", fontsize=9)
     for m, ax in zip(models, axes[0]):
@@ -193,9 +194,10 @@ def ga_paths(paths, png, pdf, csv, md) -> None:
             for y, (g, a) in enumerate(pairs):
                 if r.sender == g and (r.receiver == a or r.target == "logits"):
                     mat[y, cells.index(r.path)] = r.drop
-        ax.imshow(mat, cmap="Reds", vmin=0, vmax=max(0.05, float(np.nanmax(mat))), aspect="auto")
+        top = max(0.05, float(np.nanmax(mat)))
+        ax.imshow(mat, cmap="Reds", vmin=0, vmax=top, aspect="auto")
         for (y, x), v in np.ndenumerate(mat):
-            ax.text(x, y, f"{v:.2f}", ha="center", va="center", fontsize=7)
+            ax.text(x, y, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w" if v > 0.6 * top else "k")
         whole = sub.drop_duplicates("sender").set_index("sender").sender_ablated_drop
         ax.set_yticks(range(len(pairs)), [f"{g} (whole {whole[g]:.2f}) -> {a}" for g, a in pairs], fontsize=7)
         ax.set_xticks(range(len(cells)), cells, rotation=60, ha="right", fontsize=7)
