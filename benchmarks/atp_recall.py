@@ -38,7 +38,7 @@ from gna.models import load_model
 from gna.probes.kv import generate_kv_probe
 from gna.probes.scoring import encode, score
 from gna.scan import scan_heads, select_mixers
-from gna.scan.guard_bounds import FAMILYWISE_ALPHA, mcnemar_p  # the paired rule: the atp+exact guard's too
+from gna.questions.null import FAMILYWISE_ALPHA, beyond_noise as paired_beyond_noise, mcnemar_p  # noqa: F401  mcnemar_p: this script's API too
 
 ROOT = Path(__file__).resolve().parents[1]
 # model -> (probe pairs, prompts, adapter options). The micro models on the micro study's scan probe
@@ -63,10 +63,10 @@ def noise_bar(base_acc: float, acc: pd.Series, n: int) -> pd.Series:
 
 def beyond_noise(exact: pd.DataFrame) -> pd.Series:
     """Per head of an exact ranking (with ``discordant``): its drop is beyond the probe's noise, at
-    ``FAMILYWISE_ALPHA`` familywise over the ranking's heads."""
-    n, heads = int(exact.n_examples.iloc[0]), len(exact)
-    p = [mcnemar_p(float(d), float(c), n) for d, c in zip(exact["drop"], exact["discordant"])]
-    return pd.Series([x < FAMILYWISE_ALPHA / heads for x in p], index=exact.index) & (exact["drop"] > 0)
+    ``FAMILYWISE_ALPHA`` familywise over the ranking's heads (:func:`gna.questions.null.beyond_noise`)."""
+    ok = paired_beyond_noise(exact["drop"], exact["discordant"], int(exact.n_examples.iloc[0]), tested=len(exact),
+                             alpha=FAMILYWISE_ALPHA)
+    return pd.Series(ok, index=exact.index)
 
 
 def beyond_unpaired(exact: pd.DataFrame) -> pd.Series:

@@ -12,7 +12,7 @@ from gna.interventions import ablate_heads
 from gna.probes.kv import generate_kv_probe
 from gna.probes.scoring import encode, score
 from gna.questions.head_sets import ablate_sets, margins, set_name
-from gna.questions.pairs import greedy_minimal_set, pair_interactions
+from gna.questions.pairs import minimal_sets, pair_interactions
 from gna.scan import scan_heads
 
 
@@ -50,29 +50,32 @@ def test_head_sets_equal_plain_ablation(tiny_model, probe, family):
                           atol=1e-5)
 
 
-def test_pair_interactions_and_greedy_set(tiny_model, probe):
+def test_pair_interactions_and_minimal_sets(tiny_model, probe):
     model, _ = tiny_model("llama")
     ranking = scan_heads(model, probe, batch_size=4, progress=False, model_name="m")
     pairs = pair_interactions(model, probe, ranking, top=4, model_name="m", batch_size=4)
     assert len(pairs) == 6 and set(pairs.rank_a) | set(pairs.rank_b) == {1, 2, 3, 4}
-    base = ranking.baseline_accuracy[0]
+    base, chance = ranking.baseline_accuracy[0], 1 / probe.n_choices
     for r in pairs.itertuples():
         ha, hb = (ranking.iloc[r.rank_a - 1], ranking.iloc[r.rank_b - 1])
         a, b = (int(ha.layer), int(ha["head"]), ha.kind), (int(hb.layer), int(hb["head"]), hb.kind)
         assert r.drop_a == pytest.approx(base - plain(model, probe, [a])[0])
         assert r.drop_ab == pytest.approx(base - plain(model, probe, [a, b])[0])
-        assert r.interaction == pytest.approx(r.drop_ab - r.drop_a - r.drop_b)
-    greedy = greedy_minimal_set(model, probe, ranking, candidates=6, chance=0.2, margin=0.0, max_size=3,
-                                model_name="m", batch_size=4)
-    assert list(greedy.step) == list(range(1, len(greedy) + 1)) and len(greedy) <= 3
-    # each step's set, ablated plainly, gives the accuracy recorded; no other one-head extension is lower
-    for r in greedy.itertuples():
-        heads = [tuple(int(x) for x in h[1:].split("H")) + ("attention",) for h in r.greedy_set.split("+")]
-        assert r.greedy_accuracy == pytest.approx(plain(model, probe, heads)[0])
-    first = greedy.iloc[0]
-    singles = ranking.head(6)
-    assert first.greedy_accuracy == pytest.approx(singles.accuracy.min())
-    assert greedy.reached.tolist() == [a <= 0.2 for a in greedy.greedy_accuracy]
+        assert r.additive_interaction == pytest.approx(r.drop_ab - r.drop_a - r.drop_b)
+        keep = lambda d: (base - d - chance) / (base - chance)  # noqa: E731  the above-chance share kept
+        expected = chance + (base - chance) * keep(r.drop_a) * keep(r.drop_b)
+        assert r.interaction == pytest.approx(expected - (base - r.drop_ab))
+        assert r.interaction_low <= r.interaction + 1e-9 and r.interaction - 1e-9 <= r.interaction_high
+        assert r.interval_level == pytest.approx(1 - 0.05 / 6)
+    pool = [(int(r.layer), int(r.head), r.kind) for r in ranking.head(5).itertuples()]
+    found = minimal_sets(model, probe, ranking, pool, chance=0.2, margin=0.0, max_size=3, model_name="m", batch_size=4)
+    assert list(found["size"]) == list(range(1, len(found) + 1)) and len(found) <= 3
+    # every set of the last size, ablated plainly: the ones at the line are the ties, the best is the lowest
+    last = found.iloc[-1]
+    accs = {set_name(sorted(c)): plain(model, probe, list(c))[0] for c in itertools.combinations(pool, int(last["size"]))}
+    assert last.best_accuracy == pytest.approx(min(accs.values()))
+    ties = sorted(k for k, v in accs.items() if v <= 0.2 + 1e-12)
+    assert sorted(str(last.tying_sets).split()) == ties and last.n_reaching == len(ties), (last.to_dict(), accs)
 
 
 # -- prompt formats ------------------------------------------------------------------------------
@@ -211,10 +214,10 @@ def test_gna_export_cli_against_the_ranking(tmp_path, capsys):
 
 # -- path patching -------------------------------------------------------------------------------
 
-def naive_path(model, probe, sender, receiver, via="direct"):
+def naive_path(model, probe, sender, receiver, via="direct", components="kv", positions=None):
     """Two plain passes per path, the whole model each: a clean pass records the receiver layer's input
-    and the sender's write W_O z_g; the second recomputes the receiver's K and V head from the stream
-    without it."""
+    and the sender's write W_O z_g; the second recomputes the receiver's ``components`` head slices from
+    the stream without it, at ``positions(example)`` (a list of token positions; None: every one)."""
     from gna.models import adapter_for
 
     adapter = adapter_for(model)
@@ -240,14 +243,16 @@ def naive_path(model, probe, sender, receiver, via="direct"):
                 model(input_ids=ids)
             h1.remove()
             normed = block.input_layernorm(rec["x"])
-        j = receiver[1]
         hooks = []
-        for proj in (r_mix.module.k_proj, r_mix.module.v_proj):
+        at = slice(None) if positions is None else positions(ex)
+        for c in components:
+            proj = getattr(r_mix.module, f"{c}_proj")
+            j = receiver[1] if c == "q" or not r_mix.kv_heads else r_mix.kv_head_of(receiver[1])
             new = proj(normed)
 
-            def swap(m, a, out, new=new):
+            def swap(m, a, out, new=new, j=j):
                 out = out.clone()
-                out[..., j * D:(j + 1) * D] = new[..., j * D:(j + 1) * D]
+                out[:, at, j * D:(j + 1) * D] = new[:, at, j * D:(j + 1) * D]
                 return out
             hooks.append(proj.register_forward_hook(swap))
         lp = model(input_ids=ids).logits[0, -1].float().log_softmax(-1)
@@ -260,7 +265,8 @@ def naive_path(model, probe, sender, receiver, via="direct"):
 
 @torch.no_grad()
 def test_path_patching_against_naive_and_plain_ablation(tiny_model, probe):
-    from gna.questions.paths import ga_matrix, path_patch
+    from gna.questions.ga_paths import ga_matrix
+    from gna.questions.paths import path_patch
 
     model, _ = tiny_model("llama")  # 2 layers of 4 heads
     paths = [((0, g, "attention"), (1, a, "attention")) for g in (0, 2) for a in (1, 3)]
@@ -281,7 +287,49 @@ def test_path_patching_against_naive_and_plain_ablation(tiny_model, probe):
         acc, margin = plain(model, probe, [ablated])
         assert patched.accuracy[0] == pytest.approx(acc) and patched.margin[0] == pytest.approx(margin, abs=1e-5)
     m = ga_matrix(model, probe, [s], [r], model_name="m", batch_size=4)
-    assert m.sender_ablated_drop[0] == pytest.approx(m.baseline_accuracy[0] - plain(model, probe, [s])[0])
+    whole = m.baseline_accuracy[0] - plain(model, probe, [s])[0]
+    assert m.sender_ablated_drop.tolist() == pytest.approx([whole] * len(m))
+    assert set(m.target) == {"head", "logits"} and (m[m.target == "logits"].receiver == "logits").all()
+    assert ((m.drop_low <= m["drop"] + 1e-9) & (m["drop"] <= m.drop_high + 1e-9)).all()
+
+
+@torch.no_grad()
+def test_path_patching_by_component_and_position_against_naive(tiny_model, probe, word_tokenizer):
+    from gna.probes.kv import generate_kv_probe
+    from gna.questions.paths import path_patch, path_to_logits, value_positions
+
+    model, _ = tiny_model("llama")
+    examples = generate_kv_probe(n_pairs=5, n_examples=12, seed=4, fmt="compact", key_pool=[f"k{i}" for i in range(20)])
+    values = value_positions(examples, word_tokenizer, probe)
+    assert all(len(v) == 5 for v in values)  # one token per value in the word tokenizer
+    path = [((0, 2, "attention"), (1, 3, "attention"))]
+    finals = lambda ex: [len(probe.prompt_ids[ex]) - 1]  # noqa: E731  one row per example: the last prompt token
+    for comps, positions, at in (("q", "all", None), ("k", "all", None), ("v", "all", None),
+                                 ("kv", "values", lambda ex: values[ex]), ("q", "final", finals)):
+        got = path_patch(model, probe, path, batch_size=4, via="all", components=comps, positions=positions,
+                         values=values)
+        acc, margin = naive_path(model, probe, *path[0], via="all", components=comps, positions=at)
+        assert got.accuracy[0] == pytest.approx(acc) and got.margin[0] == pytest.approx(margin, abs=1e-5), comps
+        assert (got.components[0], got.positions[0], got.target[0]) == (comps, positions, "head")
+    # the direct path to the logits: the sender's write taken out of the final norm's input only
+    logits = path_to_logits(model, probe, [path[0][0]], batch_size=4)
+    mix = __import__("gna.models", fromlist=["adapter_for"]).adapter_for(model).describe().mixer(0, "attention")
+    D, g = mix.head_dim, 2
+    lps = []
+    for ex in range(len(probe)):
+        ids, rec = torch.tensor([probe.prompt_ids[ex]]), {}
+        h = mix.out_proj.register_forward_pre_hook(lambda m, a: rec.__setitem__("z", a[0]))
+        model(input_ids=ids)
+        h.remove()
+        delta = rec["z"][..., g * D:(g + 1) * D] @ mix.out_proj.weight[:, g * D:(g + 1) * D].T
+        h = model.model.norm.register_forward_pre_hook(lambda m, a: (a[0] - delta,))
+        lp = model(input_ids=ids).logits[0, -1].float().log_softmax(-1)
+        h.remove()
+        lps.append([lp[c[0]].item() for c in probe.choice_ids[ex]])
+    lps = torch.tensor(lps, dtype=torch.float64)
+    assert logits.accuracy[0] == pytest.approx(lps.argmax(-1).eq(probe.answers).double().mean().item())
+    assert logits.margin[0] == pytest.approx(margins(lps, probe.answers).mean().item(), abs=1e-5)
+    assert (logits.target[0], logits.receiver[0]) == ("logits", "logits")
 
 
 def test_path_patching_refuses_what_it_cannot_express(tiny_model, probe):
@@ -326,27 +374,44 @@ def test_findings_verdicts_of_the_open_questions(tmp_path):
     from gna.questions.answers import open_questions
 
     assert open_questions(tmp_path) == []  # a study without the experiments: no rows
-    pairs = pd.DataFrame([dict(model="m", head_a="L1H0", head_b="L2H0", interaction=-0.3),
-                          dict(model="m", head_a="L1H0", head_b="L2H1", interaction=0.1)])
-    pairs.to_csv(tmp_path / "head_pairs.csv", index=False)
-    base = dict(model="m", baseline_accuracy=0.9, chance=0.125, chance_margin=0.1)
-    pd.DataFrame([dict(base, step=1, greedy_set="L1H0", greedy_accuracy=0.4, topk_set="L1H0", topk_accuracy=0.4,
+    pair = dict(model="m", head_a="L1H0", head_b="L2H0", interaction=-0.01, interaction_low=-0.05,
+                interaction_high=0.03, reading="not resolved", additive_interaction=-0.5, margin_interaction=-12.0,
+                margin_interaction_low=-13.0, margin_interaction_high=-11.0, interval_level=0.995, n_examples=200)
+    pd.DataFrame([pair, dict(pair, head_b="L2H1", interaction=0.08, interaction_low=0.03, interaction_high=0.12,
+                             reading="redundant")]).to_csv(tmp_path / "head_pairs.csv", index=False)
+    base = dict(model="m", baseline_accuracy=0.9, chance=0.125, chance_margin=0.1, pool_rule="beyond noise (3 of 8)",
+                n_examples=200, note="")
+    pd.DataFrame([dict(base, size=1, sets_tried=3, n_reaching=0, best_set="L1H0", best_accuracy=0.4, best_low=0.3,
+                       best_high=0.5, tying_sets="", topk_set="L1H0", topk_accuracy=0.4, topk_low=0.3, topk_high=0.5,
                        reached=False),
-                  dict(base, step=2, greedy_set="L1H0+L2H1", greedy_accuracy=0.2, topk_set="L1H0+L2H0",
-                       topk_accuracy=0.5, reached=True)]).to_csv(tmp_path / "head_pairs_minimal.csv", index=False)
+                  dict(base, size=2, sets_tried=3, n_reaching=1, best_set="L1H0+L2H0", best_accuracy=0.175,
+                       best_low=0.125, best_high=0.23, tying_sets="L1H0+L2H0", topk_set="L1H0+L2H0",
+                       topk_accuracy=0.175, topk_low=0.125, topk_high=0.23, reached=True)]).to_csv(
+        tmp_path / "head_pairs_minimal.csv", index=False)
     pd.DataFrame([dict(model="m", layer=1, head=0, kind="attention", rank=1, worst_rank=1, format_sensitive=False,
                        formats_used="compact", rank_compact=1, rank_letter=2)]).to_csv(
         tmp_path / "probe_formats.csv", index=False)
-    pd.DataFrame([dict(model="m", layer=1, head=0, top_k=1, topk_overlap=0.5, topk_overlap_min=0.0, seeds="0+1+2",
-                       rank_spread=3, probe_sha256="a+b+c")]).to_csv(tmp_path / "ranking_seeds.csv", index=False)
-    pd.DataFrame([dict(model="m", sender="L1H0", receiver="L2H0", drop=0.05, drop_all_paths=0.1,
-                       sender_ablated_drop=0.6, receiver_ablated_drop=0.5)]).to_csv(tmp_path / "ga_paths.csv",
-                                                                                     index=False)
-    verdicts = [r["verdict"] for r in open_questions(tmp_path)]
-    # pairs: greedy reaches chance with 2 heads, the top-2 by rank does not; formats: one usable format;
-    # seeds: mean overlap under 2/3; paths: 0.1 of 0.6
-    assert verdicts == ["does not hold", "n/a", "does not hold", "does not hold"]
-    assert "1 sub-additive" in open_questions(tmp_path)[0]["evidence"]
+    seeds = dict(model="m", kind="attention", top_k=3, topk_overlap=0.67, topk_overlap_min=0.67, seeds="0+1+2",
+                 probe_sha256="a+b+c", n_prompts=600, stable_k=1, stable=True, beyond_noise=False)
+    pd.DataFrame([dict(seeds, layer=1, head=0, pooled_rank=1, rank_low=1, rank_high=1, pooled_drop=0.7,
+                       beyond_noise=True),
+                  dict(seeds, layer=2, head=0, pooled_rank=2, rank_low=2, rank_high=9, pooled_drop=0.002)]).to_csv(
+        tmp_path / "ranking_seeds.csv", index=False)
+    path = dict(model="m", sender="L1H0", receiver="L2H0", target="head", via="all", positions="all", n_examples=200,
+                sender_ablated_drop=0.6, sender_ablated_low=0.5, sender_ablated_high=0.7, receiver_ablated_drop=0.5)
+    pd.DataFrame([dict(path, components="q", drop=0.35, drop_low=0.28, drop_high=0.42),
+                  dict(path, components="k", drop=0.1, drop_low=0.05, drop_high=0.15),
+                  dict(path, receiver="logits", target="logits", via="direct", components="-", drop=0.0, drop_low=0.0,
+                       drop_high=0.0)]).to_csv(tmp_path / "ga_paths.csv", index=False)
+    rows = open_questions(tmp_path)
+    # the set: the top-2 is the one set at the line, its interval [0.125, 0.23] straddles 0.225; pairs: one pair
+    # beyond independence; formats: one usable format; seeds: the one head beyond noise keeps its place;
+    # paths: the query path 0.35 [0.28, 0.42] against half the whole 0.30
+    assert [r["verdict"] for r in rows] == ["not resolved", "holds", "n/a", "holds", "not resolved"]
+    assert "n = 200 prompts" in rows[0]["evidence"] and "1 of 3 sets" in rows[0]["evidence"]
+    assert "L1H0+L2H1 0.08 [0.03, 0.12] (redundant)" in rows[1]["evidence"]
+    assert "n = 600 prompts" in rows[3]["evidence"] and "L1H0 1 [1, 1]" in rows[3]["evidence"]
+    assert "direct write to the logits (another path) 0.000" in rows[4]["evidence"]
 
 
 def test_experiments_take_heads_from_the_ranking_they_name(tmp_path):

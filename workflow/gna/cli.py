@@ -118,6 +118,7 @@ def cmd_scan(args) -> int:
     import torch
 
     from .patterns.ga_roles import classify_heads
+    from .questions.roles import roles_beyond_noise
     from .io import atomic_path, write_csv
     from .jobs.script_job import provenance
     from .models import load_model
@@ -129,8 +130,11 @@ def cmd_scan(args) -> int:
     from .scan.attribution_ranking import guard_summary
     from .errors import ConfigError
     from .scan import scan, top_k
+    from .scan.probe_size import probe_size_warning
 
     check_scan_args(args)
+    if warning := probe_size_warning(args.method, args.pairs, args.n_examples):
+        print(warning, file=sys.stderr, flush=True)   # at the start: before minutes of scanning
     if args.threads:
         torch.set_num_threads(args.threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -167,6 +171,8 @@ def cmd_scan(args) -> int:
     n_classifiable = int(ranking["kind"].isin(classifiable).sum())
     top = top_k(ranking, min(args.classify_top, n_classifiable), kinds=classifiable)
     ga = classify_heads(model, tok, examples[:args.classify_examples], top, threshold=args.threshold)
+    ga = roles_beyond_noise(model, encoded, ga, n_heads=len(ranking), baseline=checked.baseline,
+                            batch_size=args.batch_size, max_rows=args.max_rows)
     ranking = ranking.assign(**provenance())  # after the scan: which fused kernels it ran
     ga = ranking.merge(ga, on=["layer", "head", "kind"]).sort_values("rank")
     # As workflow/scripts/ga_heatmaps.py does: the top Gather / Aggregate head on the first prompt.

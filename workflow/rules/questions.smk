@@ -17,7 +17,8 @@ for _exp in ("topk_removal", "arc_chat", "hybrid_distillation"):
 
 
 rule head_pairs:
-    # Every pair of the top heads ablated together, then the greedy smallest set that reaches chance.
+    # Every pair of the top heads ablated together against independence, then the smallest sets that reach
+    # chance, by exhaustive search over the candidate pool.
     input:
         model=lambda wc: model_input(wc.model),
         probe=probe_path(),
@@ -154,20 +155,30 @@ rule ranking_seed_scan:
 
 
 rule ranking_seeds:
-    # A model's rankings over the probe seeds: each head's rank spread, the top-k overlap, the stable ranking.
+    # A model's rankings over the probe seeds: each head's rank spread and rank interval over prompts and
+    # seeds (every head ablated again on every seed's prompts, per prompt), the top-k overlap, the stable ranking.
     input:
+        model=lambda wc: model_input(wc.model),
         rankings=lambda wc: [seed_ranking(wc.model, s) for s in RANKING_SEEDS["seeds"]],
         probes=lambda wc: [probe_path(seed=s) for s in RANKING_SEEDS["seeds"]],
     output:
         spread="results/questions/seeds/{model}.spread.csv",
         ranking="results/questions/seeds/{model}.ranking.csv",
+    wildcard_constraints:
+        model=r"[^/]+",
     params:
+        spec=lambda wc: model_spec(wc.model),
         seeds=RANKING_SEEDS.get("seeds"),
         top_k=RANKING_SEEDS.get("top_k"),
+        batch_size=config["scan"]["batch_size"],
+        max_rows=config["scan"]["max_rows"],
+    threads: THREADS
+    resources:
+        **MODEL_RESOURCES,
     log:
         "logs/questions/seeds/{model}.log",
     conda:
-        CPU_ENV
+        MODEL_ENV
     script:
         "../scripts/ranking_seeds.py"
 
@@ -212,7 +223,8 @@ rule mohawk_export:
 
 
 rule ga_paths:
-    # Path patching: each top Gather's output removed only from each later top Aggregate's keys and values.
+    # Path patching: each top Gather's output removed only from each later top Aggregate's query, key or
+    # value (every position, the value tokens, the final positions); its direct path to the logits.
     input:
         model=lambda wc: model_input(wc.model),
         probe=probe_path(),

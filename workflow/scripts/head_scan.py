@@ -2,6 +2,7 @@
 
 from gna.scan.attribution_ranking import guard_summary
 from gna.patterns.ga_roles import classify_heads
+from gna.questions.roles import roles_beyond_noise
 from gna.io import write_csv
 from gna.models import load_model
 from gna.jobs.script_job import job, provenance
@@ -25,6 +26,8 @@ with job(snakemake) as log:
     log.info("baseline accuracy %.3f; top heads:\n%s", ranking.baseline_accuracy[0], ranking.head(10))
     top = top_k(ranking, min(p.classify_top, len(ranking)))
     ga = classify_heads(model, tok, examples[:p.classify_examples], top, threshold=p.threshold)
+    ga = roles_beyond_noise(model, encoded, ga, n_heads=len(ranking), baseline=checked.baseline,
+                            batch_size=p.batch_size, max_rows=p.max_rows)
     ranking = ranking.assign(**provenance())  # after the scan: which fused kernels it ran
     ga = ranking.merge(ga, on=["layer", "head", "kind"])
     write_csv(ga.sort_values("rank"), snakemake.output.ga)

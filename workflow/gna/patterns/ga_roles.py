@@ -103,3 +103,4 @@ def classify_heads(model: nn.Module, tokenizer, examples: list[dict], heads, thr
         role = "-" if max(g, a) < threshold else ("aggregate" if a >= g else "gather")
         rows.append(dict(layer=layer, head=h, kind=kind, gather_score=g, aggregate_score=a, role=role))
     return pd.DataFrame(rows, columns=["layer", "head", "kind", "gather_score", "aggregate_score", "role"])
+

@@ -2,11 +2,17 @@
 
 - :mod:`.head_sets`: the KV score with a *set* of heads ablated together, batched as the scan
   batches single heads (every set of a chunk is one copy of the batch).
-- :mod:`.pairs`: complementary or redundant pairs (``drop(a, b) - drop(a) - drop(b)``) and the
-  smallest head set, found greedily, that takes retrieval to chance.
+- :mod:`.null`: the nulls and intervals every verdict rests on (beyond noise, independence,
+  bootstrap over prompts and probe seeds).
+- :mod:`.pairs`: overlapping or redundant pairs (against independence) and the smallest head sets
+  that take retrieval to chance, by exhaustive search over a candidate pool.
 - :mod:`.formats`: one retrieval under several prompt formats on the same keys and values; per-format
   rankings, their rank correlations, format-sensitive heads and the ranking across formats.
-- :mod:`.stability`: a ranking repeated over probe seeds: rank spread and top-k overlap.
+- :mod:`.stability`: a ranking repeated over probe seeds: rank spread, top-k overlap, rank intervals.
+- :mod:`.paths`, :mod:`.ga_paths`: path patching by component (query, key, value) and position, the
+  direct path to the logits, and the G-to-A matrix with intervals.
+- :mod:`.roles`: G&A roles kept only for heads whose drop is beyond noise.
+- :mod:`.answers`, :mod:`.quote`: the verdicts in figures/findings.md, quoted in the README and manual.
 - :mod:`.names`: the names of heads and head sets in the tables (torch-free, for the figures).
 - :mod:`.mohawk`: a ranking's top k as goombalab/mohawk's inputs (architecture YAML and head map).
 """

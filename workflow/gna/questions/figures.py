@@ -36,8 +36,8 @@ def head_pairs(pair_paths, minimal_paths, ga_paths, png, pdf, csv, md, minimal_c
     models = list(dict.fromkeys(pairs.model))
     fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4.6), squeeze=False,
                              gridspec_kw={"wspace": 0.45})
-    fig.suptitle("Pair interaction on KV accuracy: drop(a, b) - drop(a) - drop(b)\n(red: super-additive, "
-                 "complementary; blue: sub-additive, redundant or in series)", fontsize=9)
+    fig.suptitle("Pair interaction against independence on the above-chance scale: drop(a, b) - expected drop\n"
+                 "(red: redundant, one covers for the other; blue: overlapping, in series or one mechanism; * beyond the interval)", fontsize=9)
     for m, ax in zip(models, axes[0]):
         sub = pairs[pairs.model == m]
         heads = list(dict.fromkeys(sub.sort_values("rank_a").head_a.tolist() + sub.sort_values("rank_b").head_b.tolist()))
@@ -45,28 +45,38 @@ def head_pairs(pair_paths, minimal_paths, ga_paths, png, pdf, csv, md, minimal_c
         mat = np.full((len(heads), len(heads)), np.nan)
         for r in sub.itertuples():
             mat[idx[r.head_a], idx[r.head_b]] = mat[idx[r.head_b], idx[r.head_a]] = r.interaction
+            if r.reading != "not resolved":
+                for y, x in ((idx[r.head_a], idx[r.head_b]), (idx[r.head_b], idx[r.head_a])):
+                    ax.text(x, y, "*", ha="center", va="center", fontsize=10)
         lim = max(0.05, float(np.nanmax(np.abs(mat))))
         im = ax.imshow(mat, cmap="RdBu_r", vmin=-lim, vmax=lim)
         labels = [_label(m, h, tags) for h in heads]
         ax.set_xticks(range(len(heads)), labels, rotation=90, fontsize=7)
         ax.set_yticks(range(len(heads)), labels, fontsize=7)
-        ax.set_title(f"{m} (top {len(heads)} by single-head rank)", fontsize=9)
+        ax.set_title(f"{m} (top {len(heads)} by single-head rank, {int(sub.n_examples.iloc[0])} prompts)", fontsize=9)
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="interaction (accuracy)")
     save_figure(fig, png, pdf)
-    keep = ["model", "head_a", "head_b", "drop_a", "drop_b", "drop_ab", "interaction", "margin_interaction"]
-    table = pairs[keep + ["n_examples", "probe_sha256"]]
-    ext = pd.concat([pairs.loc[pairs.groupby("model").interaction.idxmin()],
-                     pairs.loc[pairs.groupby("model").interaction.idxmax()]]).sort_values(["model", "interaction"])
+    keep = ["model", "head_a", "head_b", "drop_a", "drop_b", "drop_ab", "interaction", "interaction_low",
+            "interaction_high", "reading", "additive_interaction", "margin_interaction", "margin_interaction_low",
+            "margin_interaction_high", "n_examples"]
+    table = pairs[keep + ["baseline_accuracy", "chance", "interval_level", "probe_sha256"]]
     last = minimal.groupby("model").tail(1)
-    greedy = last[["model", "step", "greedy_set", "greedy_accuracy", "topk_set", "topk_accuracy", "chance",
-                   "reached"]].rename(columns={"step": "size"})
-    text = ("# Head pairs: complementary or redundant\n\n"
-            "The most redundant and the most complementary pair of each model's top heads "
-            "(interaction = drop(a, b) - drop(a) - drop(b), accuracy; margin: the same on the log-prob margin).\n\n"
-            + markdown_table(with_precision(ext[keep]))
-            + "\n## The smallest head set that takes KV retrieval to chance\n\n"
-            "Grown greedily by exact ablation, beside the top-k of the same size by single-head rank.\n\n"
-            + markdown_table(with_precision(greedy)))
+    cols = ["model", "size", "sets_tried", "n_reaching", "best_set", "best_accuracy", "best_low", "best_high",
+            "topk_set", "topk_accuracy", "topk_low", "topk_high", "chance", "chance_margin", "reached", "pool_rule",
+            "n_examples"]
+    text = ("# Head pairs against independence\n\n"
+            "Each pair of the top heads ablated together. interaction = drop(a, b) minus the drop independence "
+            "predicts on the above-chance scale (each head keeping its share of the above-chance accuracy), with a "
+            "bootstrap interval over prompts (familywise over the pairs: interval_level); reading: overlapping "
+            "(below 0) / redundant (above 0) where the interval excludes 0, else not resolved. additive_interaction, "
+            "drop(a, b) - drop(a) - drop(b), is no test (a floor at chance caps it). margin: the additive "
+            "interaction on the log-prob margin, with its interval.\n\n"
+            + markdown_table(with_precision(pairs[keep]))
+            + "\n## The smallest head sets that take KV retrieval to chance\n\n"
+            "Every set of the candidate pool, size by size, until one reaches chance + chance_margin; n_reaching: "
+            "the sets of that size that reach it (ties); best: the lowest, with its bootstrap interval over "
+            "prompts; beside it the top-k of the same size by single-head rank. Every size tried is in "
+            "head_pairs_minimal.csv.\n\n" + markdown_table(with_precision(last[[c for c in cols if c in last]])))
     write_csv(with_precision(table), csv)
     write_csv(with_precision(minimal), minimal_csv)
     write_text(text, md)
@@ -120,63 +130,89 @@ def probe_formats(ranking_paths, across_paths, top_k, png, pdf, csv, md) -> None
 
 
 def ranking_seeds(spread_paths, top_k, png, pdf, csv, md) -> None:
-    """Per model: the top heads' mean rank over probe seeds with min-max bars; the top-k overlap."""
+    """Per model: the heads' pooled rank over prompts and probe seeds with its bootstrap interval (filled:
+    drop beyond noise), and each seed's own rank beside it; the top-k overlap."""
     spread = read_csvs(spread_paths)
     models = list(dict.fromkeys(spread.model))
-    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.4), squeeze=False)
-    fig.suptitle("Rank over probe seeds: mean, min-max bars (lower is stronger)", fontsize=9)
+    fig, axes = plt.subplots(1, len(models), figsize=(4.6 * len(models), 3.6), squeeze=False)
+    fig.suptitle("Rank over prompts and probe seeds: pooled rank, 95% bootstrap interval (filled: drop beyond "
+                 "noise);\nx: each seed's own rank", fontsize=9, y=1.1)
     for m, ax in zip(models, axes[0]):
-        sub = spread[spread.model == m].head(top_k)
+        sub = spread[spread.model == m].sort_values("pooled_rank").head(max(top_k, 8))
         x = np.arange(len(sub))
-        ax.errorbar(x, sub.mean_rank, yerr=[sub.mean_rank - sub.min_rank, sub.max_rank - sub.mean_rank],
-                    fmt="o", capsize=3)
+        for i, r in enumerate(sub.itertuples()):
+            ax.errorbar([i], [r.pooled_rank], yerr=[[r.pooled_rank - r.rank_low], [r.rank_high - r.pooled_rank]],
+                        fmt="o", capsize=3, color="C0", mfc="C0" if r.beyond_noise else "white")
+        for c in [c for c in sub.columns if re.fullmatch(r"rank_s\d+", c)]:
+            ax.plot(x, sub[c], "x", color="grey", ms=4)
         ax.set_xticks(x, [set_name([(r.layer, r.head, r.kind)]) for r in sub.itertuples()], rotation=90, fontsize=7)
         ax.set_ylabel("rank")
         ax.invert_yaxis()
-        ax.set_title(f"{m}: top-{int(sub.top_k.iloc[0])} overlap {sub.topk_overlap.iloc[0]:.2f} "
-                     f"(min {sub.topk_overlap_min.iloc[0]:.2f}), seeds {sub.seeds.iloc[0]}", fontsize=8)
+        k = int(sub.stable_k.iloc[0])
+        ax.axhline(k + 0.5, color="grey", ls=":")
+        ax.set_title(f"{m}: {k} heads beyond noise, top-{k} {'stable' if sub.stable.iloc[0] else 'not resolved'};\n"
+                     f"{int(sub.n_prompts.iloc[0])} prompts, seeds {sub.seeds.iloc[0]}", fontsize=8)
     save_figure(fig, png, pdf)
     write_csv(with_precision(spread), csv)
-    cols = ["model", "layer", "head", "kind"] + [c for c in spread.columns if re.fullmatch(r"rank_s\d+", c)]
-    cols += ["mean_rank", "rank_spread", "mean_drop", "min_drop", "max_drop"]
-    summary = spread.drop_duplicates("model")[["model", "seeds", "top_k", "topk_overlap", "topk_overlap_min",
-                                               "probe_sha256"]]
+    cols = ["model", "layer", "head", "kind", "pooled_rank", "rank_low", "rank_high", "pooled_drop",
+            "pooled_margin_drop", "beyond_noise"] + [c for c in spread.columns if re.fullmatch(r"rank_s\d+", c)]
+    cols += ["mean_drop", "min_drop", "max_drop"]
+    summary = spread.drop_duplicates("model")[["model", "seeds", "n_prompts", "stable_k", "stable", "top_k",
+                                               "topk_overlap", "topk_overlap_min", "probe_sha256"]]
     text = ("# Rankings over probe seeds\n\nThe exact scan on the KV probes of several seeds (probe files named by "
-            "the first 12 hex digits of their sha256). Top-k overlap: the share of one seed's top k in another's, "
-            "mean and min over every two seeds.\n\n" + markdown_table(with_precision(summary))
-            + f"\n## The top {top_k} heads by mean rank\n\n"
-            + markdown_table(with_precision(spread.groupby("model").head(top_k)[cols])))
+            "the first 12 hex digits of their sha256). pooled_rank: by the drop over every prompt of every seed; "
+            "rank_low / rank_high: its 95% bootstrap interval (seeds drawn, then prompts within each); "
+            "beyond_noise: exact one-sided McNemar on the pooled prompts, 5% familywise over the heads. stable_k: "
+            "the heads beyond noise (at most top_k); stable: their intervals within 1..stable_k and every other "
+            "head's above it. Top-k overlap: the share of one seed's top k in another's (mean and min over every "
+            "two seeds), which a noise head can pass or fail by chance.\n\n" + markdown_table(with_precision(summary))
+            + f"\n## The top {max(top_k, 8)} heads by pooled rank\n\n"
+            + markdown_table(with_precision(spread.sort_values(["model", "pooled_rank"]).groupby("model")
+                                            .head(max(top_k, 8))[cols])))
     write_text(text, md)
 
 
 def ga_paths(paths, png, pdf, csv, md) -> None:
-    """Per model: the G-to-A matrix of path-patched KV drops, each cell beside the whole-head drops."""
+    """Per model: every Gather -> Aggregate path's KV drop by component and position, beside the Gather's
+    direct path to the logits and its whole ablation."""
     rows = read_csvs(paths)
+    rows["path"] = [("to the logits (direct)" if r.target == "logits" else
+                     f"{r.components.upper()} @ {r.positions}, {'every path' if r.via == 'all' else 'direct'}")
+                    for r in rows.itertuples()]
     models = list(dict.fromkeys(rows.model))
-    fig, axes = plt.subplots(1, len(models), figsize=(4.4 * len(models), 3.6), squeeze=False)
-    fig.suptitle("KV accuracy drop with Gather g removed only from Aggregate a's keys and values\n"
-                 "(each cell: every path g -> a's K/V / the direct path alone)", fontsize=9)
+    n_rows = max(len(set(zip(rows.sender[rows.target == "head"], rows.receiver[rows.target == "head"]))), 1)
+    fig, axes = plt.subplots(1, len(models), figsize=(7 * len(models), 2.6 + 0.4 * n_rows), squeeze=False)
+    fig.suptitle("KV accuracy drop with Gather g removed only from one path (rows: g -> Aggregate a; the last "
+                 "column: g's own write to the logits)", fontsize=9)
     for m, ax in zip(models, axes[0]):
         sub = rows[rows.model == m]
-        gs, As = list(dict.fromkeys(sub.sender)), list(dict.fromkeys(sub.receiver))
-        mat = np.full((len(gs), len(As)), np.nan)
+        heads = sub[sub.target == "head"]
+        cells = list(dict.fromkeys(heads.path)) + ["to the logits (direct)"]
+        pairs = list(dict.fromkeys(zip(heads.sender, heads.receiver)))
+        mat = np.full((len(pairs), len(cells)), np.nan)
         for r in sub.itertuples():
-            mat[gs.index(r.sender), As.index(r.receiver)] = r.drop_all_paths
-        direct = {(r.sender, r.receiver): r.drop for r in sub.itertuples()}
-        ax.imshow(mat, cmap="Reds", vmin=0, vmax=max(0.05, float(np.nanmax(mat))))
+            for y, (g, a) in enumerate(pairs):
+                if r.sender == g and (r.receiver == a or r.target == "logits"):
+                    mat[y, cells.index(r.path)] = r.drop
+        top = max(0.05, float(np.nanmax(mat)))
+        ax.imshow(mat, cmap="Reds", vmin=0, vmax=top, aspect="auto")
         for (y, x), v in np.ndenumerate(mat):
-            if not np.isnan(v):
-                ax.text(x, y, f"{v:.2f} / {direct[(gs[y], As[x])]:.2f}", ha="center", va="center", fontsize=8)
+            ax.text(x, y, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w" if v > 0.6 * top else "k")
         whole = sub.drop_duplicates("sender").set_index("sender").sender_ablated_drop
-        wa = sub.drop_duplicates("receiver").set_index("receiver").receiver_ablated_drop
-        ax.set_yticks(range(len(gs)), [f"{g} (G, whole {whole[g]:.2f})" for g in gs], fontsize=7)
-        ax.set_xticks(range(len(As)), [f"{a}\n(A, whole {wa[a]:.2f})" for a in As], fontsize=7)
-        ax.set_title(m, fontsize=9)
+        ax.set_yticks(range(len(pairs)), [f"{g} (whole {whole[g]:.2f}) -> {a}" for g, a in pairs], fontsize=7)
+        ax.set_xticks(range(len(cells)), cells, rotation=60, ha="right", fontsize=7)
+        ax.set_title(f"{m} ({int(sub.n_examples.iloc[0])} prompts)", fontsize=9)
     save_figure(fig, png, pdf)
-    keep = ["model", "sender", "receiver", "drop_all_paths", "drop", "margin_drop_all_paths", "margin_drop",
-            "sender_ablated_drop", "receiver_ablated_drop", "kv_group", "baseline_accuracy", "n_examples"]
+    keep = ["model", "sender", "receiver", "target", "via", "components", "positions", "drop", "drop_low", "drop_high",
+            "margin_drop", "share_of_sender", "sender_ablated_drop", "sender_ablated_low", "sender_ablated_high",
+            "receiver_ablated_drop", "kv_group",
+            "baseline_accuracy", "n_examples"]
     write_csv(with_precision(rows[keep]), csv)
-    write_text("# Which Gather feeds which Aggregate\n\nPath patching: a Gather head's output removed only from "
-               "an Aggregate head's keys and values (the rest of the model reads it), against ablating each head "
-               "whole (plain zero ablation). drop_all_paths: the Aggregate's K/V read the stream as it is without "
-               "the Gather; drop: its direct write alone removed.\n\n" + markdown_table(with_precision(rows[keep])), md)
+    write_text("# Which Gather feeds which Aggregate\n\nPath patching by component and position: a Gather head's "
+               "output removed only from what an Aggregate head reads through its query (q), key (k) or value (v), "
+               "at every position, at the value tokens or at the positions the answer is read at (final); the rest "
+               "of the model reads it. via all: every path from the Gather (the receiver's input as it is with the "
+               "Gather ablated); via direct: the Gather's own write alone. target logits: the Gather's own write "
+               "removed only from what the final norm and the LM head read, a different path. drop: KV accuracy "
+               "lost, with its 95% bootstrap interval over prompts; share_of_sender: of ablating the Gather whole."
+               "\n\n" + markdown_table(with_precision(rows[keep])), md)

@@ -1,26 +1,35 @@
-"""Complementary or redundant heads: every pair of a ranking's top N ablated together, and the
-smallest head set that takes KV retrieval to chance, found greedily by exact ablation.
+"""Complementary or redundant heads: every pair of a ranking's top N ablated together, against
+independence (:mod:`.null`), and the smallest head sets that take KV retrieval to chance, found by
+an exhaustive search over a candidate pool.
 
-``interaction = drop(a, b) - drop(a) - drop(b)`` (accuracy, and the log-prob margin): about 0 where
-the two heads act independently, negative where they are redundant (removing both costs less than
-the two costs added: each covers for the other), positive where they are complementary (removing
-both costs more: the job needs both).
+A pair's ``interaction`` is ``drop(a, b)`` minus the drop independence predicts on the above-chance
+scale, with a bootstrap interval over prompts (familywise over the pairs: Bonferroni): below 0 beyond the interval, the pair costs less than
+independent heads would: the two break the same prompts (overlapping: in series, or one mechanism;
+path patching, :mod:`.paths`, tells which); above, more: one covers for the other (redundant, a
+backup); straddling 0, not resolved. ``additive_interaction`` (``drop(a, b) - drop(a) -
+drop(b)``) is kept beside it: a floor at chance caps it, so it is no test. On the log-prob margin the
+null is additive (no floor), with its own interval.
 """
 from __future__ import annotations
 
 import itertools
+import math
 
 import pandas as pd
 from torch import nn
 
 from ..errors import ConfigError
-from ..probes.scoring import EncodedProbe, ProbeScore
+from ..probes.scoring import EncodedProbe, ProbeScore, score
 from ..scan import top_k
 from .head_sets import ablate_sets, set_name
+from .null import LEVEL, beyond_noise, bootstrap_means, interval, pair_reading, pair_test
 
 PAIR_COLUMNS = ["model", "head_a", "head_b", "rank_a", "rank_b", "drop_a", "drop_b", "drop_ab", "interaction",
-                "margin_drop_a", "margin_drop_b", "margin_drop_ab", "margin_interaction", "baseline_accuracy",
-                "n_examples"]
+                "interaction_low", "interaction_high", "reading", "expected_accuracy_ab", "additive_interaction",
+                "margin_drop_a", "margin_drop_b", "margin_drop_ab", "margin_interaction", "margin_interaction_low",
+                "margin_interaction_high", "baseline_accuracy", "chance", "interval_level", "n_examples"]
+MAX_SETS = 20000
+"""The exhaustive search stops before a size whose sets of the pool outnumber this (said in its rows)."""
 
 
 def _drops(df: pd.DataFrame) -> pd.DataFrame:
@@ -30,56 +39,96 @@ def _drops(df: pd.DataFrame) -> pd.DataFrame:
 def pair_interactions(model: nn.Module, encoded: EncodedProbe, ranking: pd.DataFrame, top: int,
                       model_name: str = "", baseline: ProbeScore | None = None, **batching) -> pd.DataFrame:
     """One row per pair of the ranking's ``top`` heads (rank order): each head's drop alone, the
-    pair's, and their interaction, on accuracy and on the log-prob margin."""
+    pair's, the interaction against independence with its bootstrap interval over prompts and its
+    reading (``overlapping``, ``redundant``, ``not resolved``), on accuracy; the
+    additive interaction on the log-prob margin with its interval."""
     heads = top_k(ranking, min(top, len(ranking)))
     if len(heads) < 2:
         raise ConfigError(f"head_pairs.top = {top}: a pair needs at least 2 heads; the ranking has {len(ranking)}")
     pairs = list(itertools.combinations(heads, 2))
-    got = _drops(ablate_sets(model, encoded, [[h] for h in heads] + [list(p) for p in pairs],
-                             baseline=baseline, **batching)).set_index("heads")
+    sets = [[h] for h in heads] + [list(p) for p in pairs]
+    got, out = ablate_sets(model, encoded, sets, baseline=baseline, outcomes=True, **batching)
+    got = _drops(got)
+    at = {name: i for i, name in enumerate(got.heads)}
     rank = {set_name([h]): i + 1 for i, h in enumerate(heads)}
+    chance = 1 / encoded.n_choices
+    level = 1 - (1 - LEVEL) / len(pairs)   # familywise over the pairs (Bonferroni)
     rows = []
     for a, b in pairs:
         na, nb, nab = set_name([a]), set_name([b]), set_name(sorted([a, b]))
-        sa, sb, sab = got.loc[na], got.loc[nb], got.loc[nab]
+        ia, ib, iab = at[na], at[nb], at[nab]
+        test = pair_test(out.base_right, out.right[ia], out.right[ib], out.right[iab], chance,
+                         margins=(out.base_margin, out.margin[ia], out.margin[ib], out.margin[iab]), level=level)
+        sa, sb, sab = got.iloc[ia], got.iloc[ib], got.iloc[iab]
         rows.append(dict(model=model_name, head_a=na, head_b=nb, rank_a=rank[na], rank_b=rank[nb],
                          drop_a=sa["drop"], drop_b=sb["drop"], drop_ab=sab["drop"],
-                         interaction=sab["drop"] - sa["drop"] - sb["drop"],
+                         reading=pair_reading(test["interaction_low"], test["interaction_high"]),
                          margin_drop_a=sa.margin_drop, margin_drop_b=sb.margin_drop, margin_drop_ab=sab.margin_drop,
-                         margin_interaction=sab.margin_drop - sa.margin_drop - sb.margin_drop,
-                         baseline_accuracy=sab.baseline_accuracy, n_examples=int(sab.n_examples)))
+                         baseline_accuracy=sab.baseline_accuracy, chance=chance, **test))
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
 
-def greedy_minimal_set(model: nn.Module, encoded: EncodedProbe, ranking: pd.DataFrame, candidates: int,
-                       chance: float, margin: float, max_size: int, model_name: str = "",
-                       baseline: ProbeScore | None = None, **batching) -> pd.DataFrame:
-    """The smallest set, grown one head at a time, that takes accuracy to ``chance + margin``: each step
-    adds the candidate (of the ranking's top ``candidates``) whose joint ablation with the set so far
-    leaves the lowest accuracy (ties: lower margin, then higher rank); the first step takes the
-    ranking's first head, the single head the scan already found lowest. Beside each step, the top-k by
-    single-head rank of the same size. Rows: ``step``, ``greedy_set``, ``greedy_accuracy``,
-    ``topk_set``, ``topk_accuracy`` (and margins), ``reached`` (greedy at chance), ``chance``."""
-    pool = top_k(ranking, min(candidates, len(ranking)))
+def candidate_pool(model: nn.Module, encoded: EncodedProbe, ranking: pd.DataFrame, candidates,
+                   baseline: ProbeScore, **batching) -> tuple[list, str]:
+    """The heads the minimal-set search combines: ``"beyond_noise"``, every head of the ranking whose
+    single drop is beyond noise on this probe (exact McNemar, 5% familywise over the ranking's heads;
+    only heads with a positive drop in the ranking are re-ablated: no other can pass), or an integer N,
+    the ranking's top N. -> (heads in rank order, the rule in words)."""
+    if candidates != "beyond_noise":
+        n = int(candidates)
+        return top_k(ranking, min(n, len(ranking))), f"the ranking's top {n}"
+    ranked = ranking.sort_values("rank")
+    maybe = ranked[ranked["drop"] > 0] if "drop" in ranked else ranked
+    heads = [(int(r.layer), int(r.head), str(r.kind)) for r in maybe.itertuples()]
+    if not heads:
+        return [], f"beyond noise (none of {len(ranking)} heads)"
+    got = ablate_sets(model, encoded, [[h] for h in heads], baseline=baseline, **batching)
+    ok = beyond_noise(got.baseline_accuracy - got.accuracy, got.discordant, len(encoded), tested=len(ranking))
+    return [h for h, k in zip(heads, ok) if k], f"beyond noise ({int(ok.sum())} of {len(ranking)} heads)"
+
+
+def minimal_sets(model: nn.Module, encoded: EncodedProbe, ranking: pd.DataFrame, pool: list, chance: float,
+                 margin: float, max_size: int, model_name: str = "", pool_rule: str = "",
+                 baseline: ProbeScore | None = None, max_sets: int = MAX_SETS, **batching) -> pd.DataFrame:
+    """The smallest sets of ``pool``'s heads that take KV accuracy to ``chance + margin``, by exhaustive
+    search: every set of size 1, 2, ... (up to ``max_size``) ablated, stopping at the first size where
+    any reaches the line. One row per size searched: the sets tried, how many reach the line (the
+    ties), the best (lowest accuracy, then margin, then rank order) with a bootstrap interval over
+    prompts of its accuracy, every tying set at the last size, and the top-k by single-head rank of
+    the same size beside it (with its interval). ``reached``: a set at the line."""
+    baseline = score(model, encoded, batch_size=batching.get("batch_size", 32)) if baseline is None else baseline
+    line = chance + margin
     order = {h: i for i, h in enumerate(pool)}
-    chosen: list = []
     rows = []
-    for step in range(1, min(max_size, len(pool)) + 1):
-        # step 1: the ranking's first head, which the scan found lowest alone (ties: by log-prob drop)
-        rest = [h for h in pool if h not in chosen] if chosen else pool[:1]
-        topk = top_k(ranking, step)
-        got = _drops(ablate_sets(model, encoded, [chosen + [h] for h in rest] + [topk], baseline=baseline,
-                                 **batching))
-        trial, ref = got.iloc[:-1].reset_index(drop=True), got.iloc[-1]
-        best = min(range(len(rest)), key=lambda i: (round(trial.accuracy[i], 9), trial.margin[i], order[rest[i]]))
-        chosen = chosen + [rest[best]]
-        acc = float(trial.accuracy[best])
-        rows.append(dict(model=model_name, step=step, added=set_name([rest[best]]),
-                         greedy_set=set_name(sorted(chosen)), greedy_accuracy=acc,
-                         greedy_margin=float(trial.margin[best]), topk_set=set_name(sorted(topk)),
-                         topk_accuracy=float(ref.accuracy), topk_margin=float(ref.margin),
-                         baseline_accuracy=float(ref.baseline_accuracy), chance=chance,
-                         reached=acc <= chance + margin, chance_margin=margin, n_examples=int(ref.n_examples)))
-        if acc <= chance + margin:
+    for size in range(1, min(max_size, len(pool)) + 1):
+        n_sets = math.comb(len(pool), size)
+        if n_sets > max_sets:
+            rows.append(dict(model=model_name, size=size, sets_tried=0, note=f"{n_sets} sets of {size} of the pool's "
+                             f"{len(pool)} heads: over {max_sets}, not searched", reached=False))
             break
+        combos = [list(c) for c in itertools.combinations(pool, size)]
+        topk = sorted(top_k(ranking, size))
+        got, out = ablate_sets(model, encoded, combos + [topk], baseline=baseline, outcomes=True, **batching)
+        trial = got.iloc[:-1]
+        draws = bootstrap_means(out.right.astype(float))
+        low, high = interval(draws)
+        best = min(range(len(combos)), key=lambda i: (round(trial.accuracy.iloc[i], 9), trial.margin.iloc[i],
+                                                      [order[h] for h in combos[i]]))
+        ties = [i for i in range(len(combos)) if trial.accuracy.iloc[i] <= line + 1e-12]
+        ref = got.iloc[-1]
+        rows.append(dict(model=model_name, size=size, sets_tried=len(combos), n_reaching=len(ties),
+                         best_set=set_name(sorted(combos[best])), best_accuracy=float(trial.accuracy.iloc[best]),
+                         best_low=float(low[best]), best_high=float(high[best]),
+                         best_margin=float(trial.margin.iloc[best]),
+                         tying_sets=" ".join(set_name(sorted(combos[i])) for i in ties),
+                         topk_set=set_name(topk), topk_accuracy=float(ref.accuracy), topk_low=float(low[-1]),
+                         topk_high=float(high[-1]), baseline_accuracy=float(ref.baseline_accuracy), chance=chance,
+                         chance_margin=margin, reached=bool(ties), pool=set_name(pool), pool_rule=pool_rule,
+                         n_examples=int(ref.n_examples), note=""))
+        if ties:
+            break
+    if not rows:
+        rows.append(dict(model=model_name, size=0, sets_tried=0, reached=False, pool=set_name(pool),
+                         pool_rule=pool_rule, note="the candidate pool is empty"))
     return pd.DataFrame(rows)
+

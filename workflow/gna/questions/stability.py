@@ -2,16 +2,20 @@
 
 Per head: its rank under every seed, the mean, min and max (the spread an error bar shows); per
 ranking: the overlap of the top k across seeds (the share of one seed's top k in another's, mean and
-min over every two seeds). Every row names the exact prompts it came from: each seed's probe file
+min over every two seeds); and, from every prompt's outcome under every seed, rank intervals over
+prompts and probe seeds (:func:`rank_intervals`): a top k is stable only where its heads' drops are
+beyond noise and their intervals do not reach past k. Every row names the exact prompts it came from: each seed's probe file
 and its sha256.
 """
 from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
+from .null import N_BOOT, beyond_noise_outcomes, bootstrap_means, interval
 
 
 def rank_spread(rankings: pd.DataFrame, top_k: int) -> pd.DataFrame:
@@ -49,3 +53,39 @@ def stable_ranking(spread: pd.DataFrame) -> pd.DataFrame:
     """The ranking by mean rank over seeds, in the scan's columns (``rank``, ``drop`` = mean drop), so
     :func:`gna.scan.top_k` and the rules that read a ranking can use it."""
     return spread.assign(rank=range(1, len(spread) + 1), drop=spread.mean_drop)
+
+
+def rank_intervals(heads: list, per_seed: dict, top_k: int, n_boot: int = N_BOOT) -> pd.DataFrame:
+    """Rank intervals over prompts and probe seeds. ``per_seed``: {seed: :class:`Outcomes` of ``heads``
+    each ablated alone on that seed's probe}. Every prompt of every seed pooled: a head's ``pooled_drop``
+    (accuracy) and ``pooled_margin_drop``, its rank by them (accuracy first, then margin, as the scan
+    ranks), ``beyond_noise`` (exact McNemar on the pooled prompts, 5% familywise over ``heads``), and a
+    percentile interval of its rank (``rank_low``, ``rank_high``) over a bootstrap that draws seeds,
+    then prompts within each. ``stable_k``: the top-k read, ``min(top_k, heads beyond noise)``;
+    ``stable``: the top ``stable_k`` heads' intervals all within 1..stable_k and every other head's
+    above it (``not resolved`` where one straddles)."""
+    seeds = list(per_seed)
+    base = np.concatenate([per_seed[s].base_right for s in seeds]).astype(float)
+    right = np.concatenate([per_seed[s].right for s in seeds], axis=1).astype(float)       # (H, N)
+    bmargin = np.concatenate([per_seed[s].base_margin for s in seeds])
+    margin = np.concatenate([per_seed[s].margin for s in seeds], axis=1)
+    groups = np.concatenate([np.full(len(per_seed[s].base_right), i) for i, s in enumerate(seeds)])
+    acc_drop, margin_drop = base[None] - right, bmargin[None] - margin
+    H = len(heads)
+    draws = bootstrap_means(np.concatenate([acc_drop, margin_drop]), groups, n_boot)    # (n_boot, 2H)
+    ranks = np.empty((n_boot, H))
+    for i, d in enumerate(draws):
+        order = np.lexsort((-d[H:], -d[:H]))
+        ranks[i, order] = np.arange(1, H + 1)
+    low, high = interval(ranks)
+    est_acc, est_margin = acc_drop.mean(1), margin_drop.mean(1)
+    rank = np.empty(H, int)
+    rank[np.lexsort((-est_margin, -est_acc))] = np.arange(1, H + 1)
+    noise = beyond_noise_outcomes(base.astype(bool), right.astype(bool), tested=H)
+    k = int(min(top_k, noise.sum()))
+    top = rank <= k
+    stable = bool(k) and bool((high[top] <= k).all() and (low[~top] > k).all())
+    out = pd.DataFrame(dict(layer=[h[0] for h in heads], head=[h[1] for h in heads], kind=[h[2] for h in heads],
+                            pooled_rank=rank, rank_low=low, rank_high=high, pooled_drop=est_acc,
+                            pooled_margin_drop=est_margin, beyond_noise=noise))
+    return out.assign(stable_k=k, stable=stable, n_prompts=len(base), n_seeds=len(seeds)).sort_values("pooled_rank")

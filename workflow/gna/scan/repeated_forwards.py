@@ -70,7 +70,7 @@ def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: d
                             intervene, prepare=None, batch_size: int = 32, max_rows: int = 256,
                             baseline: ProbeScore | None = None, group_of=None,
                             progress: bool = False, desc: str = "repeated forwards",
-                            residuals: ResidualCache | None = None) -> tuple[torch.Tensor, dict]:
+                            residuals: ResidualCache | None = None, record=None) -> tuple[torch.Tensor, dict]:
     """The scan's batching for any intervention on items (a set of heads, a path): per batch of prompts
     the residual entering every layer of ``by_start`` ({layer: the items that start there}) from one
     forward; then chunks of items, copy a of the batch for item a, through the layers from there on.
@@ -83,7 +83,9 @@ def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: d
     (``baseline_accuracy``, ``baseline_logprob``, ``baseline_margin``).
     ``group_of(item)``: a chunk never spans two groups (the head scan: one mixer's heads per chunk,
     one ``head_mask`` of one kind). ``residuals``: clean forwards kept from an earlier scan of the same
-    ``encoded`` and ``batch_size`` (:class:`ResidualCache`), else each batch's runs here."""
+    ``encoded`` and ``batch_size`` (:class:`ResidualCache`), else each batch's runs here.
+    ``record(chunk, examples, lp, answers)``, where given, sees every chunk's choice log-probs ``lp``
+    (A, E, C) of the probe's ``examples`` (E,): per-prompt outcomes, for intervals over prompts."""
     device = next(model.parameters()).device
     base = (score(model, encoded, batch_size=batch_size) if baseline is None else baseline).logprobs
     keep = accepts_logits_to_keep(model)
@@ -111,6 +113,8 @@ def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: d
                         intervene(stack, state, start, chunk, x)
                         lp = copies_choice_logprobs(model, b, head, keep, A).cpu()  # (A, E, C)
                     right = lp.argmax(-1).eq(answers)
+                    if record is not None:
+                        record(chunk, b.examples.cpu(), lp, answers)
                     totals[chunk, 0] += right.double().sum(-1)
                     totals[chunk, 1] += lp.gather(2, answers.expand(A, -1)[..., None]).squeeze(-1).sum(-1)
                     totals[chunk, 2] += margins(lp, answers).sum(-1)
