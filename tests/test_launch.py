@@ -184,7 +184,7 @@ def test_a_stage_job_runs_in_the_mode_the_plan_chose_replicated_1b_sharded_8b():
     import yaml
 
     from gna.config.schema import with_defaults
-    from gna.plan.ranks import stage_sharding
+    from gna.plan.jobs import stage_sharding
 
     paper = yaml.safe_load((ROOT / "workflow/configs/paper.yaml").read_text())
     option = yaml.safe_load((ROOT / "workflow/configs/options/student-8b.yaml").read_text())

@@ -145,11 +145,11 @@ def parallel_settings(distill: dict, sharding: str) -> dict:
 def workflow_stage(config: dict, rule: str, wildcards: dict, kwargs: dict, log=None) -> None:
     """A stage job of the workflow (rules distill_matrices, distill_stage): :func:`distill_stage_job`
     with ``kwargs`` on ``hybrid_distillation.gpus_per_stage`` x ``nodes`` ranks of ``cpus_per_rank``
-    cores, the student replicated or sharded as the plan says (gna.plan.ranks.stage_sharding). The
+    cores, the student replicated or sharded as the plan says (gna.plan.jobs.stage_sharding). The
     ranks, save_every and the sharding are read from the config, not the rule's params: they change
     no result (to the rounding of the gradients' sums), so they must not rerun the stages."""
     from ..experiments.distill_ranks import cpus_per_rank, stage_world
-    from ..plan.ranks import stage_sharding
+    from ..plan.jobs import stage_sharding
 
     d = config["experiments"]["hybrid_distillation"]
     kwargs = {**kwargs, "save_every": int(d["save_every"]),

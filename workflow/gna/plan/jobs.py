@@ -368,3 +368,16 @@ def write(rows: list[Row], md_path, csv_path, profile: dict | None = None, hw: H
 
     lines += rank_lines(rows, hw, world, cpus_per_rank)
     Path(md_path).write_text("\n".join(lines) + "\n")
+
+
+def stage_sharding(config: dict, rule: str, wildcards: dict) -> str:
+    """"sharded" or "replicated": how the stage job ``rule[wildcards]`` holds its student, as the
+    plan (``snakemake plan``) says for profiles/slurm's GPU (gpu.yaml): ``hybrid_distillation.sharding``,
+    and for ``auto`` on several GPUs per node the plan's estimate (:func:`gna.plan.ranks.choose_sharding`)."""
+    d = config["experiments"]["hybrid_distillation"]
+    mode = d.get("sharding") or "auto"
+    if mode != "auto" or stage_world(d)[0] == 1:
+        return "sharded" if mode == "sharded" else "replicated"
+    gpu = read_profile()["gpu"]
+    hw = Hardware.from_dict({"gpu_mem_gb": gpu.get("gpu_mem_gb", 80), **(gpu.get("plan") or {})})
+    return estimate_job(Study(config, hw), rule, dict(wildcards), True).sharding

@@ -136,20 +136,3 @@ def rank_lines(rows, hw, world: tuple[int, int], cpus_per_rank: int) -> list[str
                          "every rank. Set `hybrid_distillation.sharding: auto` (or `sharded`) with "
                          "`gpus_per_stage` > 1 to split them over a node's GPUs, or distil a smaller student.")
     return lines + ([""] + notes if notes else [])
-
-
-def stage_sharding(config: dict, rule: str, wildcards: dict) -> str:
-    """"sharded" or "replicated": how the stage job ``rule[wildcards]`` holds its student, as the
-    plan (``snakemake plan``) says for profiles/slurm's GPU (gpu.yaml): ``hybrid_distillation.sharding``,
-    and for ``auto`` on several GPUs per node the plan's estimate (:func:`choose_sharding`)."""
-    from .estimate import Hardware
-    from .jobs import Study, estimate_job, read_profile
-    from ..experiments.distill_ranks import stage_world
-
-    d = config["experiments"]["hybrid_distillation"]
-    mode = d.get("sharding") or "auto"
-    if mode != "auto" or stage_world(d)[0] == 1:
-        return "sharded" if mode == "sharded" else "replicated"
-    gpu = read_profile()["gpu"]
-    hw = Hardware.from_dict({"gpu_mem_gb": gpu.get("gpu_mem_gb", 80), **(gpu.get("plan") or {})})
-    return estimate_job(Study(config, hw), rule, dict(wildcards), True).sharding
