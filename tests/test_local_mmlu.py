@@ -233,3 +233,20 @@ def test_the_real_test_set_reads_as_mmlus_14042_questions():
     rows, headers = local_mmlu.read_source(REAL_SOURCE)
     assert (len(rows), headers) == (14042, 2)
     assert sorted({r["subject"] for r in rows}) == sorted(local_mmlu.SUBJECTS)
+
+
+@pytest.mark.parametrize("mmlu,key", [({"size": 0}, "benchmarks.mmlu.size"), ({"seed": -1}, "benchmarks.mmlu.seed"),
+                                      ({"source": ""}, "benchmarks.mmlu.source"),
+                                      ({"sample": 10}, "benchmarks.mmlu")])
+def test_bad_benchmark_settings_are_refused_in_one_line_naming_the_key(mmlu, key):
+    from gna.config.checks import schema_error
+    from gna.config.schema import SCHEMA, with_defaults
+
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    assert with_defaults(cfg)["benchmarks"]["mmlu"] == {"source": "data/external/mmlu/mmlu.jsonl", "size": 200,
+                                                       "seed": 0, "models": []}
+    cfg["benchmarks"] = {"mmlu": mmlu}
+    with pytest.raises(Exception):
+        with_defaults(cfg)
+    message = str(schema_error(cfg, SCHEMA))
+    assert "\n" not in message and message.startswith(f"config error: {key}"), message
