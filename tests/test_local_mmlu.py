@@ -228,11 +228,17 @@ def test_a_missing_source_names_the_key_to_set(tmp_path):
 
 
 @pytest.mark.skipif(not REAL_SOURCE.is_file(), reason="the MMLU test set is fetched into data/external/mmlu")
-def test_the_real_test_set_reads_as_mmlus_14042_questions():
+def test_the_real_test_set_reads_as_mmlus_14042_questions_and_samples_as_the_manual_says(tmp_path):
     assert hashlib.sha256(REAL_SOURCE.read_bytes()).hexdigest() == REAL_SHA256
     rows, headers = local_mmlu.read_source(REAL_SOURCE)
     assert (len(rows), headers) == (14042, 2)
     assert sorted({r["subject"] for r in rows}) == sorted(local_mmlu.SUBJECTS)
+    # the samples the manual's baselines ran on (docs/local-benchmarks.md)
+    for size, sha in ((200, "73720ec34b0984462777d9ddbdb1969fb57f46fadf4712f724aeffdadec44d61"),
+                      (91, "5f037c2d0cccc2bc23406cff64a384bd5ebffaa6888059ea984edd3870457c8b")):
+        assert local_mmlu.build(REAL_SOURCE, tmp_path / str(size), size, seed=0)["sample_sha256"] == sha
+    with pytest.raises(ConfigError, match="at least 91"):
+        local_mmlu.build(REAL_SOURCE, tmp_path / "90", 90, seed=0)
 
 
 @pytest.mark.parametrize("mmlu,key", [({"size": 0}, "benchmarks.mmlu.size"), ({"seed": -1}, "benchmarks.mmlu.seed"),
