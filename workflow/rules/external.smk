@@ -8,8 +8,13 @@ import re
 from gna.external import ARTIFACTS, gguf_file, hub_key
 
 GGUF_MODELS = [m for m, entry in config["models"].items() if "gguf" in entry]
-# The artifact files the study's tasks read (a local benchmark's source file), fetched with the models.
-EXTERNAL_FILES = []
+
+
+def local_benchmarks_used():
+    """Does the study evaluate on the local MMLU tasks (benchmarks.smk)? Then external_inputs builds them."""
+    named = {t for role in ("mmlu", "knowledge") for t in tasks_of(role)}
+    return bool(config["benchmarks"]["mmlu"]["models"]) or bool(named & {"mmlu_local", "mmlu_local_cloze"})
+
 HUB_GGUF = {m: config["models"][m]["gguf"] for m in GGUF_MODELS if "repo" in config["models"][m]["gguf"]}
 
 
@@ -72,8 +77,8 @@ rule gguf_model:
 
 
 rule external_inputs:
-    """Everything the study takes from outside, fetched, verified and converted: `snakemake
-    external_inputs` on a login node before the jobs start."""
+    """Everything the study takes from outside, fetched, verified and converted, and the local
+    benchmark tasks built from it: `snakemake external_inputs` on a login node before the jobs start."""
     input:
         [f"results/models/{m}" for m in GGUF_MODELS],
-        EXTERNAL_FILES,
+        lambda wc: rules.local_mmlu.output if local_benchmarks_used() else [],

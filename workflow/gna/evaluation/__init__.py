@@ -2,6 +2,8 @@
 
 - :mod:`.lm_eval_bridge`: an in-memory model through ``lm_eval.simple_evaluate`` into tidy rows.
 - :mod:`.lm_eval_047`: lm-eval 0.4.7's settings and prompt formats on the installed lm-eval.
+- :mod:`.local_mmlu`: MMLU from a local file (letter and cloze formats, a stratified sample);
+  :mod:`.binomial`: the interval every accuracy of those tasks carries.
 
-May import: ``errors``, ``interventions.vocabulary``, ``micro.lm_eval_tasks``.
+May import: ``errors``, ``io``, ``interventions.vocabulary``, ``micro.lm_eval_tasks``.
 """

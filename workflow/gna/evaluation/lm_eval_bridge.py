@@ -14,6 +14,10 @@ lm-eval's defaults are never left to the installed version: ``add_bos_token``,
 0.4.7 values: :mod:`gna.evaluation.lm_eval_047`), and every row records what ran: whether requests began with
 a BOS, the effective max length, the multiturn flag, the task definitions and each task's version.
 Log-probs are computed in float32 (``softmax_dtype``), whatever the model's dtype.
+
+Rows of a metric that is a mean of 0/1 over the questions of a task with a fixed sample (the local
+MMLU tasks, :mod:`gna.evaluation.local_mmlu`) also carry ``n`` and a 95% Clopper-Pearson interval
+(``ci_low``, ``ci_high``; :mod:`gna.evaluation.binomial`).
 """
 from __future__ import annotations
 
@@ -28,24 +32,36 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..interventions.vocabulary import applied
+from . import local_mmlu
+from .binomial import accuracy_interval
 from .lm_eval_047 import INSTALLED, check_fewshot, task_config
 
 log = logging.getLogger(__name__)
+
+
 class TaskSuite:
     """Resolves task names to what lm-eval takes: the micro tasks as dicts over local JSONL
-    (``micro_data`` set), lm-eval's registered tasks (paper scale), or ``extra`` task dicts
-    (e.g. a KV probe's, from :func:`gna.probes.kv.lm_eval_task_config`)."""
+    (``micro_data`` set), the local MMLU tasks over the sample ``local_mmlu_dir`` names (a folder
+    :func:`gna.evaluation.local_mmlu.build` wrote), lm-eval's registered tasks (paper scale), or
+    ``extra`` task dicts (e.g. a KV probe's, from :func:`gna.probes.kv.lm_eval_task_config`)."""
 
-    def __init__(self, micro_data: str | None = None, extra: dict[str, dict] | None = None):
+    def __init__(self, micro_data: str | None = None, extra: dict[str, dict] | None = None,
+                 local_mmlu_dir: str | None = None):
         self.micro_data, self.extra = micro_data, dict(extra or {})
         if micro_data is not None and not (Path(micro_data) / "micro_mmlu.jsonl").is_file():
             raise ConfigError(f"micro task data {micro_data!r} is missing (expected micro_mmlu.jsonl there)")
+        if local_mmlu_dir is not None:
+            self.extra.update({c["task"]: c for c in local_mmlu.task_configs(local_mmlu_dir)})
 
     def resolve(self, names: list[str]):
         from lm_eval.tasks import TaskManager
 
         local = [self.extra[n] for n in names if n in self.extra]
         rest = [n for n in names if n not in self.extra]
+        stray = sorted(set(rest) & set(local_mmlu.TASKS))
+        if stray:
+            raise ConfigError(f"task(s) {stray} read the local MMLU sample: build it (rule local_mmlu) and "
+                              "pass its folder")
         if self.micro_data is not None and rest:
             from ..micro.lm_eval_tasks import task_configs
             local, rest = local + task_configs(self.micro_data, rest), []
@@ -62,11 +78,13 @@ def fewshot_of(task: str, num_fewshot: int | dict | None) -> int:
 
 class Scores(dict):
     """``{task: {(metric, filter): value}}``, with what produced them: ``versions`` ``{task: version}``
-    (lm-eval's, of the definition that ran) and ``settings`` (the lm-eval settings every row records)."""
+    (lm-eval's, of the definition that ran), ``settings`` (the lm-eval settings every row records)
+    and ``sizes`` ``{task: questions scored}``."""
 
-    def __init__(self, scores=(), versions=None, settings=None):
+    def __init__(self, scores=(), versions=None, settings=None, sizes=None):
         super().__init__(scores)
         self.versions, self.settings = dict(versions or {}), dict(settings or {})
+        self.sizes = dict(sizes or {})
 
 
 def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, interventions=(),
@@ -86,6 +104,9 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
     from lm_eval.models.huggingface import HFLM
 
     check_fewshot(tasks, task_definitions, lambda t: fewshot_of(t, num_fewshot))
+    if limit is not None and set(tasks) & set(local_mmlu.TASKS):
+        raise ConfigError(f"eval.limit = {limit} would score the first questions of the local MMLU sample, a few "
+                          "subjects only: set benchmarks.mmlu.size instead")
     lm = encoding_once(HFLM)(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=max_length,
                              add_bos_token=add_bos_token, softmax_dtype=torch.float32)
     settings = {"add_bos_token": starts_with_bos(lm, tokenizer), "max_length": int(lm.max_length),
@@ -103,6 +124,8 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
                                   fewshot_as_multiturn=fewshot_as_multiturn, verbosity="WARNING")
             out.versions.update(res.get("versions", {}))
             for task, metrics in res["results"].items():
+                if isinstance(metrics.get("sample_len"), int):
+                    out.sizes[task] = metrics["sample_len"]
                 out[task] = {_metric_key(k): float(v) for k, v in metrics.items()
                              if "stderr" not in k and k not in ("alias", "sample_len") and isinstance(v, (int, float))}
     return out
@@ -163,15 +186,23 @@ def _metric_key(key: str) -> tuple[str, str]:
 
 def tidy(results: dict[str, dict], num_fewshot: int | dict | None = 0, **fields) -> pd.DataFrame:
     """Long table: one row per (task, metric, filter), its few-shot count, and the constant ``fields``;
-    from :class:`Scores`, also each task's version and the lm-eval settings.
+    from :class:`Scores`, also each task's version and the lm-eval settings, and for an accuracy of a
+    local MMLU task its ``n`` and 95% interval (``ci_low``, ``ci_high``).
 
     A plain ``{metric: value}`` (no filter) reads as filter ``"none"``."""
     settings, versions = getattr(results, "settings", {}), getattr(results, "versions", None)
+    sizes = getattr(results, "sizes", {})
     rows = []
     for t, ms in results.items():
         ran = dict(settings, task_version=str(versions.get(t))) if versions is not None else {}
         for key, v in ms.items():
             metric, filt = key if isinstance(key, tuple) else (key, "none")
-            rows.append(dict(fields, task=t, metric=metric, filter=filt, num_fewshot=fewshot_of(t, num_fewshot),
-                             **ran, value=v))
+            row = dict(fields, task=t, metric=metric, filter=filt, num_fewshot=fewshot_of(t, num_fewshot), **ran,
+                       value=v)
+            if metric in local_mmlu.BINOMIAL_METRICS.get(t, ()):
+                if t not in sizes:
+                    raise ValueError(f"{t} {metric} = {v} has no question count: its interval cannot be given")
+                _, row["ci_low"], row["ci_high"] = accuracy_interval(v, sizes[t])
+                row["n"] = sizes[t]
+            rows.append(row)
     return pd.DataFrame(rows)

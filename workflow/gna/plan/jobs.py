@@ -195,6 +195,11 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
         sw = ex["layer_swap"]
         student = s.info(sw["student"]) if sw.get("student") else E.student_info(s.info(sw["teacher"]), 0, 64)
         return _eval_job(s, student, s.tasks("mmlu", "knowledge"), extra_models=(s.info(wc["teacher"]),))
+    if rule == "mmlu_baseline":  # both local MMLU formats over the sample (benchmarks.smk)
+        local = ["mmlu_local", "mmlu_local_cloze"]
+        info = s.info(wc["model"])
+        secs, peak = E.eval_tasks(hw, info, local, {**s.eval, "limit": cfg["benchmarks"]["mmlu"]["size"]})
+        return Estimate(gpu_gb=peak / GB, host_gb=E.host_gb(hw, info), hours=(secs + E.load_seconds(hw, info)) / 3600)
     if rule == "distill_matrices":
         return _distill_stage(s, wc["teacher"], 1, 0, int(wc["state"]))
     if rule == "distill_stage":

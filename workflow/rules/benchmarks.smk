@@ -1,0 +1,61 @@
+# Benchmarks from local files (docs/local-benchmarks.md): MMLU's test set, sampled by subject into
+# lm-eval tasks in the letter and the cloze format (gna.evaluation.local_mmlu), and the models of
+# benchmarks.mmlu.models evaluated on both. `snakemake local_mmlu_tasks` builds the tasks only.
+from gna.errors import ConfigError
+
+MMLU_LOCAL = config["benchmarks"]["mmlu"]
+MMLU_DIR = "results/benchmarks/mmlu"
+for _m in MMLU_LOCAL["models"]:
+    if _m not in config["models"]:
+        raise ConfigError(f"config error: benchmarks.mmlu.models names {_m!r}, which is not a model of "
+                          f"this study (models: {sorted(config['models'])})")
+
+
+rule local_mmlu:
+    input:
+        shipped_path(MMLU_LOCAL["source"]),
+    output:
+        sample=f"{MMLU_DIR}/tasks/mmlu_sample.jsonl",
+        manifest=f"{MMLU_DIR}/tasks/manifest.json",
+        letter=f"{MMLU_DIR}/tasks/mmlu_local.yaml",
+        cloze=f"{MMLU_DIR}/tasks/mmlu_local_cloze.yaml",
+    params:
+        size=MMLU_LOCAL["size"],
+        seed=MMLU_LOCAL["seed"],
+    log:
+        "logs/benchmarks/local_mmlu.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/local_mmlu.py"
+
+
+rule mmlu_baseline:
+    input:
+        model=lambda wc: model_input(wc.model),
+        sample=rules.local_mmlu.output.sample,
+    output:
+        f"{MMLU_DIR}/{{model}}.csv",
+    params:
+        spec=lambda wc: model_spec(wc.model),
+        fields=lambda wc: result_fields(wc.model, "mmlu_baseline"),
+        **lm_eval_params(),
+    log:
+        "logs/benchmarks/mmlu_baseline/{model}.log",
+    threads: THREADS
+    resources:
+        **MODEL_RESOURCES,
+    conda:
+        MODEL_ENV
+    script:
+        "../scripts/mmlu_baseline.py"
+
+
+rule local_mmlu_tasks:
+    input:
+        rules.local_mmlu.output,
+
+
+rule mmlu_baselines:
+    input:
+        expand(f"{MMLU_DIR}/{{model}}.csv", model=MMLU_LOCAL["models"]),
