@@ -8,6 +8,6 @@
 
 Every ``snakemake`` call imports this package, so nothing here imports torch at module level.
 May import: ``errors``, ``io``, ``models`` (adapters, tiny configs; torch only inside functions),
-``micro.tasks``, ``external`` (the pinned artifacts a GGUF entry names), and ``hybrid`` inside a
-function (it registers the student's model type).
+``micro.tasks``, ``external`` (the pinned artifacts a GGUF entry names), ``evaluation.local_mmlu``
+(its task names), and ``hybrid`` inside a function (it registers the student's model type).
 """

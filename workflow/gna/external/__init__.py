@@ -3,7 +3,7 @@ package version and sha256 (:mod:`.artifacts`), fetched and verified before any 
 (:mod:`.fetch`). Standard library only: the Snakefile imports it at every parse.
 May import: ``errors``, ``io``."""
 from .artifacts import ARTIFACTS, Artifact, Package, artifact_file, artifact_named, gguf_file, hub_file, hub_key
-from .fetch import FetchError, fetch_artifact, sha256_of
+from .fetch import FetchError, fetch_artifact
 
-__all__ = ["ARTIFACTS", "Artifact", "Package", "artifact_file", "artifact_named", "gguf_file", "hub_file", "hub_key", "FetchError", "fetch_artifact",
-           "sha256_of"]
+__all__ = ["ARTIFACTS", "Artifact", "Package", "artifact_file", "artifact_named", "gguf_file", "hub_file", "hub_key",
+           "FetchError", "fetch_artifact"]

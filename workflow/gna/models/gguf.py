@@ -161,8 +161,7 @@ def convert_gguf(path: str | os.PathLike, out_dir: str | os.PathLike, dtype: str
     import gguf
     import transformers
 
-    from ..external import sha256_of
-    from ..io import atomic_path
+    from ..io import atomic_path, sha256_file
 
     path = Path(path)
     check_gguf(path)  # everything that can be refused, before a weight is read or a line is logged
@@ -173,7 +172,7 @@ def convert_gguf(path: str | os.PathLike, out_dir: str | os.PathLike, dtype: str
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / "gguf_source.json").write_text(json.dumps({
-            "gguf_file": path.name, "sha256": sha256 or sha256_of(path), "size": path.stat().st_size,
+            "gguf_file": path.name, "sha256": sha256 or sha256_file(path), "size": path.stat().st_size,
             "general.name": meta.get("general.name"), "general.architecture": gguf_shape(meta)[0],
             "general.file_type": meta.get("general.file_type"), "dtype": dtype,
             "transformers": transformers.__version__, "gguf": getattr(gguf, "__version__", None)
