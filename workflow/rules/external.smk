@@ -9,12 +9,6 @@ from gna.external import ARTIFACTS, gguf_file, hub_key
 
 GGUF_MODELS = [m for m, entry in config["models"].items() if "gguf" in entry]
 
-
-def local_benchmarks_used():
-    """Does the study evaluate on the local MMLU tasks (benchmarks.smk)? Then external_inputs builds them."""
-    named = {t for role in ("mmlu", "knowledge") for t in tasks_of(role)}
-    return bool(config["benchmarks"]["mmlu"]["models"]) or bool(named & {"mmlu_local", "mmlu_local_cloze"})
-
 HUB_GGUF = {m: config["models"][m]["gguf"] for m in GGUF_MODELS if "repo" in config["models"][m]["gguf"]}
 
 
@@ -81,4 +75,6 @@ rule external_inputs:
     benchmark tasks built from it: `snakemake external_inputs` on a login node before the jobs start."""
     input:
         [f"results/models/{m}" for m in GGUF_MODELS],
-        lambda wc: rules.local_mmlu.output if local_benchmarks_used() else [],
+        # the local MMLU tasks (benchmarks.smk), where the study evaluates on them
+        lambda wc: rules.local_mmlu.output if config["benchmarks"]["mmlu"]["models"]
+        or {"mmlu_local", "mmlu_local_cloze"} & set(tasks_of("mmlu", "knowledge")) else [],
