@@ -154,11 +154,11 @@ def load_gguf(path: str | os.PathLike, dtype: str = "float32", checked: bool = F
     return plain.to(torch_dtype).eval(), tokenizer
 
 
-def convert_gguf(path: str | os.PathLike, out_dir: str | os.PathLike, dtype: str = "float32",
-                 sha256: str | None = None, log=print) -> Path:
+def convert_gguf(path: str | os.PathLike, out_dir: str | os.PathLike, dtype: str = "float32", log=print) -> Path:
     """Dequantize the GGUF file at ``path`` to ``dtype`` and save it as a safetensors checkpoint
     directory (config, weights, tokenizer, ``gguf_source.json``), atomically."""
-    import gguf
+    from importlib.metadata import version
+
     import transformers
 
     from ..io import atomic_path, sha256_file
@@ -172,19 +172,9 @@ def convert_gguf(path: str | os.PathLike, out_dir: str | os.PathLike, dtype: str
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / "gguf_source.json").write_text(json.dumps({
-            "gguf_file": path.name, "sha256": sha256 or sha256_file(path), "size": path.stat().st_size,
+            "gguf_file": path.name, "sha256": sha256_file(path), "size": path.stat().st_size,
             "general.name": meta.get("general.name"), "general.architecture": gguf_shape(meta)[0],
             "general.file_type": meta.get("general.file_type"), "dtype": dtype,
-            "transformers": transformers.__version__, "gguf": getattr(gguf, "__version__", None)
-            or _version("gguf")}, indent=1) + "\n")
+            "transformers": transformers.__version__, "gguf": version("gguf")}, indent=1) + "\n")
     log(f"saved {out_dir}")
     return Path(out_dir)
-
-
-def _version(package: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(package)
-    except PackageNotFoundError:
-        return None
