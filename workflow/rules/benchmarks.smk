@@ -4,7 +4,7 @@
 from gna.errors import ConfigError
 
 MMLU_LOCAL = config["benchmarks"]["mmlu"]
-MMLU_DIR = "results/benchmarks/mmlu"
+MMLU_DIR = os.path.dirname(LOCAL_MMLU_DIR)
 for _m in MMLU_LOCAL["models"]:
     if _m not in config["models"]:
         raise ConfigError(f"config error: benchmarks.mmlu.models names {_m!r}, which is not a model of "

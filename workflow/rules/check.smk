@@ -5,7 +5,7 @@
 
 rule check_figures:
     input:
-        findings="figures/findings.md",
+        findings=f"{FIGURES}/findings.md",
         study=all_targets(),
     output:
         "results/check_figures.md",

@@ -42,6 +42,8 @@ except WorkflowError:  # one line naming the key and the rule, not the failing p
 SCAN_MODELS = config["scan"]["models"]
 EXPERIMENTS = config["experiments"]
 EVAL = config["eval"]
+# Where the study writes its tables, figures and findings (check_figures holds each folder to its commit).
+FIGURES = config["figures"]
 
 # What a job that runs a model asks for: every such block writes
 #     threads: THREADS
@@ -86,10 +88,22 @@ def n_layers(name):
     return SHAPES[name][0]
 
 
+# The local MMLU tasks (benchmarks.smk builds them from the pinned test set): where the study's
+# tasks name one, every evaluation job reads the sample there.
+LOCAL_MMLU_DIR = "results/benchmarks/mmlu/tasks"
+LOCAL_MMLU_TASKS = {"mmlu_local", "mmlu_local_cloze"}
+
+
+def local_task_inputs():
+    """The local task files the study's evaluations read (the local MMLU sample), or none."""
+    return [f"{LOCAL_MMLU_DIR}/mmlu_sample.jsonl"] if LOCAL_MMLU_TASKS & set(tasks_of("mmlu", "knowledge")) else []
+
+
 def model_input(name):
-    """Snakemake input for a model: its directory if local (so changes rerun), else nothing."""
+    """Snakemake input for a job that runs a model: its directory if local (so changes rerun), else
+    nothing; and the local task files its evaluations read."""
     src = model_source(name)
-    return [src] if src.startswith("results/") or os.path.isdir(src) else []
+    return ([src] if src.startswith("results/") or os.path.isdir(src) else []) + local_task_inputs()
 
 
 # The study's dtype and device, which every model loads with.
@@ -138,7 +152,8 @@ def task_roles(kind):
 
 def eval_params():
     """The lm-eval settings of an evaluation job (gna.experiments.run): eval, and the chat tasks."""
-    return {**EVAL, "chat_tasks": config["tasks"].get("chat_tasks", [])}
+    local = {"local_mmlu_dir": LOCAL_MMLU_DIR} if local_task_inputs() else {}
+    return {**EVAL, "chat_tasks": config["tasks"].get("chat_tasks", []), **local}
 
 
 MICRO_DATA = config["tasks"].get("micro_data")
@@ -212,39 +227,44 @@ def paper_keys(models):
 
 def all_targets():
     targets = (expand("results/scan/{model}.ranking.csv", model=SCAN_MODELS)
-               + expand("figures/explorer/{model}.html", model=SCAN_MODELS)
-               + ["figures/head_ranking.png", "figures/head_ranking.md"])
+               + expand(f"{FIGURES}/explorer/{{model}}.html", model=SCAN_MODELS)
+               + [f"{FIGURES}/head_ranking.png", f"{FIGURES}/head_ranking.md"])
     if "layer_pruning" in EXPERIMENTS:
-        targets += ["figures/gradual_pruning.png", "figures/individual_pruning.png"]
+        targets += [f"{FIGURES}/gradual_pruning.png", f"{FIGURES}/individual_pruning.png"]
     if "head_keeping" in EXPERIMENTS:
-        targets += ["figures/head_keeping.md"]
+        targets += [f"{FIGURES}/head_keeping.md"]
     if "kv_pairs" in EXPERIMENTS:
-        targets += ["figures/kv_pairs.png"]
+        targets += [f"{FIGURES}/kv_pairs.png"]
     if "topk_removal" in EXPERIMENTS:
-        targets += ["figures/topk_removal.md", "figures/topk_removal.png"]
+        targets += [f"{FIGURES}/topk_removal.md", f"{FIGURES}/topk_removal.png"]
     if "arc_chat" in EXPERIMENTS:
-        targets += ["figures/arc_chat.md"]
+        targets += [f"{FIGURES}/arc_chat.md"]
     if "memory" in EXPERIMENTS:
-        targets += ["figures/inference_memory.md"]
+        targets += [f"{FIGURES}/inference_memory.md"]
     if "heatmaps" in EXPERIMENTS:
-        targets += ["figures/ga_heatmaps.png"]
+        targets += [f"{FIGURES}/ga_heatmaps.png"]
     if "ssm_masking" in EXPERIMENTS:
-        targets += ["figures/ssm_masking.png", "figures/ssm_masking.md"]
+        targets += [f"{FIGURES}/ssm_masking.png", f"{FIGURES}/ssm_masking.md"]
     if "hybrid_attention" in EXPERIMENTS:
-        targets += ["figures/hybrid_attention.md"]
+        targets += [f"{FIGURES}/hybrid_attention.md"]
     if "row_sweep" in EXPERIMENTS:
-        targets += ["figures/row_sweep.png", "figures/row_sweep.md"]
+        targets += [f"{FIGURES}/row_sweep.png", f"{FIGURES}/row_sweep.md"]
     if "layer_swap" in EXPERIMENTS:
-        targets += ["figures/layer_swap.png", "figures/layer_swap.md"]
+        targets += [f"{FIGURES}/layer_swap.png", f"{FIGURES}/layer_swap.md"]
     if "hybrid_distillation" in EXPERIMENTS:
-        targets += ["figures/hybrid_heads.png", "figures/hybrid_heads.md", "figures/hybrid_state_size.md"]
+        targets += [f"{FIGURES}/hybrid_heads.png", f"{FIGURES}/hybrid_heads.md", f"{FIGURES}/hybrid_state_size.md"]
     targets += question_targets()  # questions.smk
-    return targets + ["figures/findings.md"]
+    return targets + [f"{FIGURES}/findings.md"]
 
 
 # used by scan.smk: the head explorer's probe prompts per head and top heads shown (besides every
 # Gather and Aggregate head)
 EXPLORER_PROMPTS, EXPLORER_TOP = 3, 8
+
+
+def scan_method(model):
+    """The model's scan method: scan.method_by_model's entry, else scan.method."""
+    return config["scan"].get("method_by_model", {}).get(model, config["scan"]["method"])
 
 
 def scan_probe(scan_dir):
@@ -335,13 +355,13 @@ def question_targets():
     """The figures and tables of the open questions this study runs (questions.smk's rules)."""
     targets = []
     if HEAD_PAIRS:
-        targets += ["figures/head_pairs.png", "figures/head_pairs.md"]
+        targets += [f"{FIGURES}/head_pairs.png", f"{FIGURES}/head_pairs.md"]
     if PROBE_FORMATS:
-        targets += ["figures/probe_formats.png", "figures/probe_formats.md"]
+        targets += [f"{FIGURES}/probe_formats.png", f"{FIGURES}/probe_formats.md"]
     if RANKING_SEEDS:
-        targets += ["figures/ranking_seeds.png", "figures/ranking_seeds.md"]
+        targets += [f"{FIGURES}/ranking_seeds.png", f"{FIGURES}/ranking_seeds.md"]
     if GA_PATHS:
-        targets += ["figures/ga_paths.png", "figures/ga_paths.md"]
+        targets += [f"{FIGURES}/ga_paths.png", f"{FIGURES}/ga_paths.md"]
     if MOHAWK_EXPORT:
         targets += [f"results/questions/mohawk/{m}/{name}_{k}.{ext}" for m in MOHAWK_EXPORT["models"]
                     for k in MOHAWK_EXPORT["k"] for name, ext in (("architecture", "yaml"), ("heads", "txt"))]

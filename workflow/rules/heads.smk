@@ -129,8 +129,8 @@ rule head_keeping_table:
         [f"results/head_keeping/{m}/{source}/{condition}.csv" for m in experiment_models("head_keeping")
          for source in keeping_sources(m) for condition in ["both", "aggregate_only", "gather_only", "neither"]],
     output:
-        csv="figures/head_keeping.csv",
-        md=report("figures/head_keeping.md", caption="../report/head_keeping.rst", category="Heads"),
+        csv=f"{FIGURES}/head_keeping.csv",
+        md=report(f"{FIGURES}/head_keeping.md", caption="../report/head_keeping.rst", category="Heads"),
     params:
         models=experiment_models("head_keeping"),
         counts=[4 * len(keeping_sources(m)) for m in experiment_models("head_keeping")],
@@ -148,10 +148,10 @@ rule kv_pairs_figure:
         expand("results/kv_pairs/{model}/{condition}.csv", model=experiment_models("kv_pairs"),
                condition=["full", "no_gather", "no_aggregate"]),
     output:
-        png=report("figures/kv_pairs.png", caption="../report/kv_pairs.rst", category="Heads"),
-        pdf="figures/kv_pairs.pdf",
-        csv="figures/kv_pairs.csv",
-        md="figures/kv_pairs.md",
+        png=report(f"{FIGURES}/kv_pairs.png", caption="../report/kv_pairs.rst", category="Heads"),
+        pdf=f"{FIGURES}/kv_pairs.pdf",
+        csv=f"{FIGURES}/kv_pairs.csv",
+        md=f"{FIGURES}/kv_pairs.md",
     params:
         models=experiment_models("kv_pairs"),
         counts=[3] * len(experiment_models("kv_pairs")),
@@ -167,8 +167,8 @@ rule topk_tables:
     input:
         lambda wc: [f for files in topk_outputs(wc.experiment).values() for f in files],
     output:
-        csv="figures/{experiment}.csv",
-        md=report("figures/{experiment}.md", caption="../report/topk_tables.rst", category="Heads"),
+        csv=f"{FIGURES}/{{experiment}}.csv",
+        md=report(f"{FIGURES}/{{experiment}}.md", caption="../report/topk_tables.rst", category="Heads"),
     wildcard_constraints:
         experiment="topk_removal|arc_chat",
     params:
@@ -187,10 +187,10 @@ rule topk_tables:
 
 rule topk_figure:
     input:
-        "figures/topk_removal.csv",
+        f"{FIGURES}/topk_removal.csv",
     output:
-        png=report("figures/topk_removal.png", caption="../report/topk_removal.rst", category="Heads"),
-        pdf="figures/topk_removal.pdf",
+        png=report(f"{FIGURES}/topk_removal.png", caption="../report/topk_removal.rst", category="Heads"),
+        pdf=f"{FIGURES}/topk_removal.pdf",
     log:
         "logs/figures/topk_removal_figure.log",
     conda:

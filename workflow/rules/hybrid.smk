@@ -190,10 +190,10 @@ rule layer_swap_figure:
         expand("results/layer_swap/{teacher}/{condition}.csv", condition=LAYER_SWAP_CONDITIONS,
                teacher=[LAYER_SWAP["teacher"]] if LAYER_SWAP else []),
     output:
-        png=report("figures/layer_swap.png", caption="../report/layer_swap.rst", category="Hybrids"),
-        pdf="figures/layer_swap.pdf",
-        csv="figures/layer_swap.csv",
-        md="figures/layer_swap.md",
+        png=report(f"{FIGURES}/layer_swap.png", caption="../report/layer_swap.rst", category="Hybrids"),
+        pdf=f"{FIGURES}/layer_swap.pdf",
+        csv=f"{FIGURES}/layer_swap.csv",
+        md=f"{FIGURES}/layer_swap.md",
     params:
         mmlu=tasks_of("mmlu"),
         knowledge=tasks_of("knowledge"),
@@ -339,12 +339,12 @@ rule hybrid_tables:
     input:
         HYBRID_OUTPUTS,
     output:
-        png=report("figures/hybrid_heads.png", caption="../report/hybrid_heads.rst", category="Hybrids"),
-        pdf="figures/hybrid_heads.pdf",
-        csv="figures/hybrid_heads.csv",
-        md="figures/hybrid_heads.md",
-        state_csv="figures/hybrid_state_size.csv",
-        state_md=report("figures/hybrid_state_size.md", caption="../report/hybrid_state_size.rst",
+        png=report(f"{FIGURES}/hybrid_heads.png", caption="../report/hybrid_heads.rst", category="Hybrids"),
+        pdf=f"{FIGURES}/hybrid_heads.pdf",
+        csv=f"{FIGURES}/hybrid_heads.csv",
+        md=f"{FIGURES}/hybrid_heads.md",
+        state_csv=f"{FIGURES}/hybrid_state_size.csv",
+        state_md=report(f"{FIGURES}/hybrid_state_size.md", caption="../report/hybrid_state_size.rst",
                         category="Hybrids"),
     params:
         teacher=lambda wc: DISTILL["teacher"],

@@ -79,10 +79,10 @@ rule ssm_masking_figure:
     input:
         expand("results/masking/{model}/{mode}.csv", model=experiment_models("ssm_masking"), mode=MASKING_MODES),
     output:
-        png=report("figures/ssm_masking.png", caption="../report/ssm_masking.rst", category="Masking"),
-        pdf="figures/ssm_masking.pdf",
-        csv="figures/ssm_masking.csv",
-        md="figures/ssm_masking.md",
+        png=report(f"{FIGURES}/ssm_masking.png", caption="../report/ssm_masking.rst", category="Masking"),
+        pdf=f"{FIGURES}/ssm_masking.pdf",
+        csv=f"{FIGURES}/ssm_masking.csv",
+        md=f"{FIGURES}/ssm_masking.md",
     params:
         mmlu=tasks_of("mmlu"),
     log:
@@ -122,8 +122,8 @@ rule hybrid_attention_table:
     input:
         [f for files in HYBRID_ATTENTION_OUTPUTS.values() for f in files],
     output:
-        csv="figures/hybrid_attention.csv",
-        md=report("figures/hybrid_attention.md", caption="../report/hybrid_attention.rst", category="Masking"),
+        csv=f"{FIGURES}/hybrid_attention.csv",
+        md=report(f"{FIGURES}/hybrid_attention.md", caption="../report/hybrid_attention.rst", category="Masking"),
     params:
         models=list(HYBRID_ATTENTION_OUTPUTS),
         counts=[len(f) for f in HYBRID_ATTENTION_OUTPUTS.values()],
@@ -167,10 +167,10 @@ rule row_sweep_figure:
     input:
         ROW_SWEEP_OUTPUTS,
     output:
-        png=report("figures/row_sweep.png", caption="../report/row_sweep.rst", category="Masking"),
-        pdf="figures/row_sweep.pdf",
-        csv="figures/row_sweep.csv",
-        md="figures/row_sweep.md",
+        png=report(f"{FIGURES}/row_sweep.png", caption="../report/row_sweep.rst", category="Masking"),
+        pdf=f"{FIGURES}/row_sweep.pdf",
+        csv=f"{FIGURES}/row_sweep.csv",
+        md=f"{FIGURES}/row_sweep.md",
     log:
         "logs/figures/row_sweep.log",
     conda:

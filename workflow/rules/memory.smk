@@ -6,10 +6,10 @@ rule inference_memory:
     input:
         models=[m for name in experiment_models("memory") for m in model_input(name)],
     output:
-        csv="figures/inference_memory.csv",
-        md=report("figures/inference_memory.md", caption="../report/inference_memory.rst", category="Memory"),
-        micro_csv="figures/inference_memory_measured.csv",
-        micro_md="figures/inference_memory_measured.md",
+        csv=f"{FIGURES}/inference_memory.csv",
+        md=report(f"{FIGURES}/inference_memory.md", caption="../report/inference_memory.rst", category="Memory"),
+        micro_csv=f"{FIGURES}/inference_memory_measured.csv",
+        micro_md=f"{FIGURES}/inference_memory_measured.md",
     params:
         specs={name: model_spec(name) for name in experiment_models("memory")},
     log:

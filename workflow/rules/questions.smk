@@ -52,11 +52,11 @@ rule head_pairs_figure:
         minimal=expand("results/questions/pairs/{model}.minimal.csv", model=experiment_models("head_pairs")),
         ga=expand("results/scan/{model}.ga.csv", model=experiment_models("head_pairs")),
     output:
-        png=report("figures/head_pairs.png", caption="../report/head_pairs.rst", category="Open questions"),
-        pdf="figures/head_pairs.pdf",
-        md="figures/head_pairs.md",
-        csv="figures/head_pairs.csv",
-        minimal="figures/head_pairs_minimal.csv",
+        png=report(f"{FIGURES}/head_pairs.png", caption="../report/head_pairs.rst", category="Open questions"),
+        pdf=f"{FIGURES}/head_pairs.pdf",
+        md=f"{FIGURES}/head_pairs.md",
+        csv=f"{FIGURES}/head_pairs.csv",
+        minimal=f"{FIGURES}/head_pairs_minimal.csv",
     log:
         "logs/figures/head_pairs.log",
     conda:
@@ -116,10 +116,10 @@ rule probe_formats_figure:
         rankings=expand("results/questions/formats/{model}.rankings.csv", model=experiment_models("probe_formats")),
         across=expand("results/questions/formats/{model}.ranking.csv", model=experiment_models("probe_formats")),
     output:
-        png=report("figures/probe_formats.png", caption="../report/probe_formats.rst", category="Open questions"),
-        pdf="figures/probe_formats.pdf",
-        md="figures/probe_formats.md",
-        csv="figures/probe_formats.csv",
+        png=report(f"{FIGURES}/probe_formats.png", caption="../report/probe_formats.rst", category="Open questions"),
+        pdf=f"{FIGURES}/probe_formats.pdf",
+        md=f"{FIGURES}/probe_formats.md",
+        csv=f"{FIGURES}/probe_formats.csv",
     params:
         top_k=PROBE_FORMATS.get("top_k"),
     log:
@@ -187,10 +187,10 @@ rule ranking_seeds_figure:
     input:
         expand("results/questions/seeds/{model}.spread.csv", model=experiment_models("ranking_seeds")),
     output:
-        png=report("figures/ranking_seeds.png", caption="../report/ranking_seeds.rst", category="Open questions"),
-        pdf="figures/ranking_seeds.pdf",
-        md="figures/ranking_seeds.md",
-        csv="figures/ranking_seeds.csv",
+        png=report(f"{FIGURES}/ranking_seeds.png", caption="../report/ranking_seeds.rst", category="Open questions"),
+        pdf=f"{FIGURES}/ranking_seeds.pdf",
+        md=f"{FIGURES}/ranking_seeds.md",
+        csv=f"{FIGURES}/ranking_seeds.csv",
     params:
         top_k=RANKING_SEEDS.get("top_k"),
     log:
@@ -252,10 +252,10 @@ rule ga_paths_figure:
     input:
         expand("results/questions/paths/{model}.csv", model=experiment_models("ga_paths")),
     output:
-        png=report("figures/ga_paths.png", caption="../report/ga_paths.rst", category="Open questions"),
-        pdf="figures/ga_paths.pdf",
-        md="figures/ga_paths.md",
-        csv="figures/ga_paths.csv",
+        png=report(f"{FIGURES}/ga_paths.png", caption="../report/ga_paths.rst", category="Open questions"),
+        pdf=f"{FIGURES}/ga_paths.pdf",
+        md=f"{FIGURES}/ga_paths.md",
+        csv=f"{FIGURES}/ga_paths.csv",
     log:
         "logs/figures/ga_paths.log",
     conda:

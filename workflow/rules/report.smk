@@ -4,9 +4,9 @@
 
 rule findings:
     input:
-        [t for t in all_targets() if t != "figures/findings.md"],
+        [t for t in all_targets() if t != f"{FIGURES}/findings.md"],
     output:
-        report("figures/findings.md", caption="../report/findings.rst", category="Findings"),
+        report(f"{FIGURES}/findings.md", caption="../report/findings.rst", category="Findings"),
     params:
         # the thresholds the verdicts use (gna.report.findings): the layer-pruning experiment's
         settings={key: LAYER_PRUNING.get(key) for key in ("mmlu_chance", "tolerance", "collapse",

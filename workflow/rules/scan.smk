@@ -20,7 +20,7 @@ rule head_scan:
         classify_examples=config["scan"]["classify_examples"],
         threshold=config["scan"]["threshold"],
         probe_check=config["scan"]["probe_check"],
-        method=config["scan"]["method"],
+        method=lambda wc: scan_method(wc.model),
         atp={k: config["scan"][k] for k in ("candidates", "guard_sample", "guard_k", "guard_level", "atp_score")}
         | {"graddrop": config["scan"]["atp_graddrop"], "seed": config["kv_probe"]["seed"]},
     threads: THREADS
@@ -39,10 +39,10 @@ rule head_ranking_figure:
         rankings=expand("results/scan/{model}.ranking.csv", model=SCAN_MODELS),
         ga=expand("results/scan/{model}.ga.csv", model=SCAN_MODELS),
     output:
-        png=report("figures/head_ranking.png", caption="../report/head_ranking.rst", category="Head ranking"),
-        pdf="figures/head_ranking.pdf",
-        md="figures/head_ranking.md",
-        csv="figures/head_ranking.csv",
+        png=report(f"{FIGURES}/head_ranking.png", caption="../report/head_ranking.rst", category="Head ranking"),
+        pdf=f"{FIGURES}/head_ranking.pdf",
+        md=f"{FIGURES}/head_ranking.md",
+        csv=f"{FIGURES}/head_ranking.csv",
     params:
         models=SCAN_MODELS,
         paper_keys=paper_keys(SCAN_MODELS),
@@ -60,8 +60,8 @@ rule ga_heatmaps:
         ga=expand("results/scan/{model}.ga.csv", model=experiment_models("heatmaps")),
         probe=probe_path(),
     output:
-        png=report("figures/ga_heatmaps.png", caption="../report/ga_heatmaps.rst", category="Heads"),
-        pdf="figures/ga_heatmaps.pdf",
+        png=report(f"{FIGURES}/ga_heatmaps.png", caption="../report/ga_heatmaps.rst", category="Heads"),
+        pdf=f"{FIGURES}/ga_heatmaps.pdf",
     params:
         specs={name: model_spec(name) for name in experiment_models("heatmaps")},
     resources:
@@ -105,7 +105,7 @@ rule head_explorer:
         others=lambda wc: expand("results/scan/{m}.patterns.json", m=[m for m in SCAN_MODELS if m != wc.model]),
     output:
         # in figures/ (git's): the report links the pages before a run too, as it does the figures
-        report("figures/explorer/{model}.html", caption="../report/head_explorer.rst", category="Head explorer",
+        report(f"{FIGURES}/explorer/{{model}}.html", caption="../report/head_explorer.rst", category="Head explorer",
                labels={"model": "{model}"}),
     log:
         "logs/figures/explorer/{model}.log",

@@ -2,6 +2,7 @@
 from gna.experiments.distill_ranks import cpus_per_rank, stage_world
 from gna.jobs.script_job import job
 from gna.plan import Hardware, dag_jobs, plan, read_profile, write
+from gna.plan.cpu_hours import cpu_hour_lines, cpu_hours, is_cpu_study
 from gna.plan.scan_methods import scan_method_lines, scan_methods
 
 with job(snakemake) as log:
@@ -13,6 +14,9 @@ with job(snakemake) as log:
     distill = snakemake.config["experiments"].get("hybrid_distillation") or {}
     scanned = {dict(wc).get("model") for rule, wc in jobs if rule == "head_scan"}
     scan_rows = scan_methods(dict(snakemake.config), hw, [m for m in snakemake.config["scan"]["models"] if m in scanned])
+    sections = scan_method_lines(scan_rows, hw)
+    if is_cpu_study(snakemake.config):  # what the study costs where it runs, and on one GPU
+        sections += cpu_hour_lines(cpu_hours(dict(snakemake.config), jobs, hw), hw, cores=2)
     write(rows, snakemake.output.md, snakemake.output.csv, profile, hw, title=snakemake.config.get("study", ""),
-          world=stage_world(distill), cpus_per_rank=cpus_per_rank(distill), sections=scan_method_lines(scan_rows, hw))
+          world=stage_world(distill), cpus_per_rank=cpus_per_rank(distill), sections=sections)
     log.info("%d jobs, %.0f GPU-hours", len(rows), sum(r.hours * r.gpus for r in rows if r.gpu))

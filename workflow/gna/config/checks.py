@@ -157,6 +157,7 @@ def check(config: dict, model_source) -> dict[str, tuple[int | None, int | None]
                                        f"({', '.join(sorted(models))})")
 
     known("scan.models", config["scan"]["models"])
+    known("scan.method_by_model", config["scan"].get("method_by_model", {}))
     for exp, ecfg in (config.get("experiments") or {}).items():
         known(f"experiments.{exp}.models", ecfg.get("models") or [])
         if exp == "memory" or "models" not in ecfg:  # layer_swap, hybrid_distillation: check_hybrid
@@ -189,11 +190,13 @@ def check(config: dict, model_source) -> dict[str, tuple[int | None, int | None]
     problem = unknown_task(tasks) or bad_task_line(tasks)  # micro: <name>.jsonl; paper scale: lm-eval's list
     if problem:
         raise StudyConfigError(f"config error: {problem}")
-    for exp, roles in (("topk_removal", ("retrieval",)), ("arc_chat", ("arc_regular", "arc_chat"))):
+    # top-k removal reads its retrieval side off MMLU or the retrieval tasks (a study with MMLU alone,
+    # as the real-model preset, has its two formats: letter and cloze)
+    for exp, roles in (("topk_removal", ("mmlu|retrieval",)), ("arc_chat", ("arc_regular", "arc_chat"))):
         if exp in (config.get("experiments") or {}):
             for role in roles:
-                if not tasks.get(role):
-                    raise StudyConfigError(f"config error: experiments.{exp} needs tasks.{role}")
+                if not any(tasks.get(r) for r in role.split("|")):
+                    raise StudyConfigError(f"config error: experiments.{exp} needs tasks.{role.replace('|', ' or tasks.')}")
     return shapes
 
 

@@ -15,13 +15,15 @@ def evaluation_rows(spec: dict, tasks: list[str], interventions: list[dict], eva
     """Tidy rows (``fields`` + intervention, task, metric, value, provenance) of one condition.
 
     ``eval_cfg``: the study's validated ``eval`` settings (every key, the schema's defaults filled in)
-    and ``chat_tasks``, as the workflow's ``eval_params`` passes them. ``model``: an already loaded
+    and ``chat_tasks``, as the workflow's ``eval_params`` passes them (with ``local_mmlu_dir``, the local
+    MMLU tasks' folder, where the study evaluates them). ``model``: an already loaded
     ``(model, tokenizer)``; ``suite``: tasks beyond the config's."""
     if model is None:
         model, tokenizer = load_model(spec)
     else:
         model, tokenizer = model
-    results = evaluate(model, tokenizer, tasks, suite or TaskSuite(micro_data), interventions,
+    suite = suite or TaskSuite(micro_data, local_mmlu_dir=eval_cfg.get("local_mmlu_dir"))
+    results = evaluate(model, tokenizer, tasks, suite, interventions,
                        batch_size=eval_cfg["batch_size"], max_length=eval_cfg["max_length"],
                        limit=eval_cfg["limit"], chat_tasks=tuple(eval_cfg["chat_tasks"]),
                        num_fewshot=eval_cfg["num_fewshot"], add_bos_token=eval_cfg["add_bos_token"],

@@ -105,6 +105,10 @@ class Study:
         self._info: dict = {}
         self.exps = config["experiments"]
         self.eval = {**config["eval"]}
+        local = config.get("benchmarks", {}).get("mmlu", {}).get("size")
+        if local and {"mmlu_local", "mmlu_local_cloze"} & set(self.tasks("mmlu", "knowledge")):
+            # the local MMLU tasks hold the sample (benchmarks.mmlu.size), not the 14,042 questions
+            self.eval["limit"] = min(local, self.eval.get("limit") or local)
 
     def info(self, name: str) -> E.ModelInfo:
         if name not in self._info:
@@ -151,7 +155,7 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
         sc, info = cfg["scan"], s.info(wc["model"])
         secs, peak = E.head_scan(hw, info, int(cfg["kv_probe"]["n_examples"]), int(sc["n_pairs"]),
                                  int(sc["batch_size"]), int(sc["max_rows"]),
-                                 int(sc["classify_top"]), int(sc["classify_examples"]), method=sc["method"],
+                                 int(sc["classify_top"]), int(sc["classify_examples"]), method=sc.get("method_by_model", {}).get(wc["model"], sc["method"]),
                                  candidates=int(sc["candidates"]),
                                  guard_sample=E.guard_draws(int(sc["guard_sample"]), sc.get("guard_level")),
                                  graddrop=bool(sc["atp_graddrop"]))

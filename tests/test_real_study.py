@@ -1,0 +1,134 @@
+"""The real-model preset (workflow/configs/real.yaml): its DAG, its own figures folder, the local MMLU
+tasks every evaluation reads, the per-model scan method, and its cost in the plan."""
+import subprocess
+import sys
+from collections import Counter
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gna.config.schema import with_defaults
+from gna.plan import Hardware, dag_jobs
+from gna.plan.cpu_hours import cpu_hour_lines, cpu_hours, is_cpu_study
+from gna.plan.jobs import Study, estimate_job
+from gna.plan.scan_methods import cpu_hardware
+
+ROOT = Path(__file__).resolve().parents[1]
+REAL = ROOT / "workflow/configs/real.yaml"
+SMOL, QWEN = "smollm2-135m", "qwen2.5-coder-1.5b"
+
+
+@lru_cache(maxsize=1)
+def real_config() -> dict:
+    return with_defaults(yaml.safe_load(REAL.read_text()))
+
+
+@lru_cache(maxsize=1)
+def real_jobs():
+    return dag_jobs(real_config(), workdir=ROOT)
+
+
+def dry_run(*args, targets=()) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(ROOT),
+                           "--dry-run", "--forceall", "--nolock", *args, "--", *targets],
+                          capture_output=True, text=True)
+
+
+def test_the_preset_runs_the_papers_transformer_experiments_on_both_models():
+    count = Counter(rule for rule, _ in real_jobs())
+    per_model = Counter((rule, wc.get("model")) for rule, wc in real_jobs())
+    # Fig. 2 / Fig. 3: every depth and every layer of both models (30 and 28 layers)
+    assert per_model["gradual_pruning", SMOL] == per_model["individual_pruning", SMOL] == 30
+    assert per_model["gradual_pruning", QWEN] == per_model["individual_pruning", QWEN] == 28
+    # the KV scan of both, Table 1's head search and keeping on Qwen (SmolLM2 is at chance on MMLU)
+    assert per_model["head_scan", SMOL] == per_model["head_scan", QWEN] == 1
+    assert count["critical_heads"] == 1 and per_model["critical_heads", QWEN] == 1
+    assert per_model["head_keeping", QWEN] == 4
+    # Fig. 4, top-k removal beside random heads, the heatmaps and the explorer
+    assert per_model["kv_pairs", SMOL] == per_model["kv_pairs", QWEN] == 3
+    assert per_model["topk_removal", QWEN] == 3 and count["ga_heatmaps"] == 1 and count["head_explorer"] == 2
+    # the fetched checkpoints and the local tasks come first
+    assert {"local_mmlu", "findings"} <= set(count)
+
+
+def test_the_preset_writes_its_own_figures_folder_and_the_default_study_keeps_figures():
+    real = dry_run("--configfile", str(REAL), targets=["figures/real/findings.md"])
+    assert real.returncode == 0, real.stderr[-2000:]
+    assert "figures/real/layer_pruning.csv" in real.stdout and "figures/real/head_keeping.md" in real.stdout
+    assert " figures/layer_pruning.csv" not in real.stdout
+    micro = dry_run(targets=["figures/findings.md"])
+    assert micro.returncode == 0 and "figures/real/" not in micro.stdout
+
+
+@pytest.mark.parametrize("folder", ["../elsewhere", "/tmp/figures", "figures/../../x"])
+def test_a_figures_folder_outside_the_working_directory_is_refused(folder):
+    out = dry_run("--config", f"figures={folder}")
+    assert out.returncode != 0
+    assert "figures" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_every_evaluation_reads_the_local_mmlu_sample():
+    out = dry_run("--configfile", str(REAL), targets=["results/pruning/qwen2.5-coder-1.5b/gradual/depth3.csv"])
+    assert out.returncode == 0, out.stderr[-2000:]
+    job = out.stdout.split("rule gradual_pruning:")[1].split("\n\n")[0]
+    assert "results/benchmarks/mmlu/tasks/mmlu_sample.jsonl" in job
+    assert "rule local_mmlu:" in out.stdout
+
+
+def test_local_mmlu_dir_in_eval_builds_the_task_suite(tmp_path, mmlu_jsonl, tiny_model_dir):
+    """A job's eval settings naming the local MMLU folder are enough for evaluation_rows to score it."""
+    from gna.evaluation.local_mmlu import build
+    from gna.experiments.run import evaluation_rows
+
+    build(mmlu_jsonl, tmp_path / "tasks", size=91, seed=0)
+    spec = {"path": tiny_model_dir("llama"), "dtype": "float32", "device": "cpu"}
+    eval_cfg = {"batch_size": 8, "max_length": 512, "limit": None, "chat_tasks": [], "num_fewshot": 0,
+                "add_bos_token": None, "fewshot_as_multiturn": False, "task_definitions": "installed",
+                "local_mmlu_dir": str(tmp_path / "tasks")}
+    rows = evaluation_rows(spec, ["mmlu_local"], [], eval_cfg, None, {"model": "tiny", "seed": 0})
+    acc = rows[(rows.task == "mmlu_local") & (rows.metric == "acc")].iloc[0]
+    assert acc.n == 91 and acc.ci_low <= acc.value <= acc.ci_high
+
+
+def test_the_scan_method_is_per_model():
+    cfg, hw = real_config(), cpu_hardware(Hardware())   # on a core, where the scan's FLOPs dominate
+    assert cfg["scan"]["method"] == "atp+exact" and cfg["scan"]["method_by_model"] == {SMOL: "exact"}
+    s = Study(cfg, hw)
+    exact = estimate_job(s, "head_scan", {"model": SMOL}, True).hours
+    fast = estimate_job(Study({**cfg, "scan": {**cfg["scan"], "method_by_model": {}}}, hw), "head_scan",
+                        {"model": SMOL}, True).hours
+    assert exact > 2 * fast   # SmolLM2 ablates all 270 heads, not the estimate's top ones
+
+
+def test_an_unknown_model_in_method_by_model_is_refused_in_one_line():
+    out = dry_run("--configfile", str(REAL), "--config", "scan={method_by_model: {nosuch: exact}}")
+    assert out.returncode != 0 and "scan.method_by_model names 'nosuch'" in out.stderr
+
+
+def test_the_plan_states_the_cpu_hours_per_model_and_one_gpus():
+    cfg, jobs = real_config(), real_jobs()
+    assert is_cpu_study(cfg) and not is_cpu_study(with_defaults(yaml.safe_load(
+        (ROOT / "workflow/configs/paper.yaml").read_text())))
+    rows = cpu_hours(cfg, jobs)
+    models = {r["model"] for r in rows}
+    assert {SMOL, QWEN} <= models
+    by = {(r["model"], r["rule"]): r for r in rows}
+    assert by[QWEN, "gradual_pruning"]["jobs"] == 28
+    # Qwen (1.5B) costs more than SmolLM2 (135M) per job, and a GPU is far faster than a core
+    assert by[QWEN, "gradual_pruning"]["cpu_h"] > 3 * by[SMOL, "gradual_pruning"]["cpu_h"]
+    computing = {"gradual_pruning", "individual_pruning", "critical_heads", "head_keeping", "head_scan", "kv_pairs",
+                 "topk_removal"}   # (the others load a model and draw: the same hours either way)
+    assert all(r["gpu_h"] < r["cpu_h"] / 5 for r in rows if r["rule"] in computing and r["model"] == QWEN)
+    lines = "\n".join(cpu_hour_lines(rows, cores=2))
+    assert "CPU core-hours" in lines and "on 2 cores" in lines and f"| **{QWEN}** |" in lines
+
+
+def test_the_local_mmlu_sample_sizes_the_plans_evaluations():
+    """The local tasks hold benchmarks.mmlu.size questions: twice the sample, about twice the hours."""
+    cfg = real_config()
+    big = {**cfg, "benchmarks": {"mmlu": {**cfg["benchmarks"]["mmlu"], "size": 182}}}
+    one = estimate_job(Study(cfg, Hardware()), "gradual_pruning", {"model": QWEN, "depth": "28"}, True).hours
+    two = estimate_job(Study(big, Hardware()), "gradual_pruning", {"model": QWEN, "depth": "28"}, True).hours
+    assert 1.6 < two / one < 2.05

@@ -1,0 +1,52 @@
+"""A CPU study's cost in its plan: per model and rule, the jobs' CPU core-hours (the same FLOPs as the
+GPU estimate at one core's measured float32 rate, ``Hardware.cpu_gflops``) beside what one GPU would
+take, and the wall time on a machine that runs one one-thread job per core."""
+from __future__ import annotations
+
+from .estimate import Hardware
+from .jobs import Study, estimate_job, gpu_rules
+from .scan_methods import cpu_hardware
+
+
+def is_cpu_study(config: dict) -> bool:
+    """A study that runs its model jobs on the CPU (device cpu, no GPUs per job)."""
+    return config.get("device") == "cpu" and not config.get("gpus_per_job")
+
+
+def cpu_hours(config: dict, jobs: list[tuple[str, dict]], hw: Hardware | None = None) -> list[dict]:
+    """Per (model, rule) of the model-running ``jobs``: their count, CPU core-hours, one GPU's hours."""
+    hw = hw or Hardware()
+    on_cpu, on_gpu = Study(config, cpu_hardware(hw)), Study(config, hw)
+    model_rules = gpu_rules()
+    by: dict[tuple[str, str], dict] = {}
+    for rule, wc in jobs:
+        if rule not in model_rules:
+            continue
+        key = (wc.get("model") or wc.get("teacher") or "(all)", rule)
+        row = by.setdefault(key, {"model": key[0], "rule": rule, "jobs": 0, "cpu_h": 0.0, "gpu_h": 0.0})
+        row["jobs"] += 1
+        row["cpu_h"] += estimate_job(on_cpu, rule, wc, True).hours
+        row["gpu_h"] += estimate_job(on_gpu, rule, wc, True).hours
+    return sorted(by.values(), key=lambda r: (r["model"], -r["cpu_h"]))
+
+
+def cpu_hour_lines(rows: list[dict], hw: Hardware | None = None, cores: int = 2) -> list[str]:
+    """The plan's markdown section of :func:`cpu_hours`: a table, totals per model, the wall time on
+    ``cores`` cores."""
+    hw = hw or Hardware()
+    total = sum(r["cpu_h"] for r in rows)
+    gpu = sum(r["gpu_h"] for r in rows)
+    lines = ["", "## On a CPU: core-hours per model and experiment", "",
+             f"Every job that runs a model, at {hw.cpu_gflops:g} GFLOP/s per core (`Hardware.cpu_gflops`, the "
+             f"exact scan's measured float32 rate; evaluations at the same rate), one thread per job, plus "
+             f"start-up and loading. **{total:,.1f} CPU core-hours** in all: about **{total / cores:,.1f} h** of "
+             f"wall time on {cores} cores running {cores} jobs at once (Snakemake `--cores {cores}`); one GPU "
+             f"would take **{gpu:,.2f} h** (the GPU rows of this plan, one job at a time).", "",
+             "| model | rule | jobs | CPU core-h | one GPU h |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['rule']} | {r['jobs']} | {r['cpu_h']:,.2f} | {r['gpu_h']:,.3f} |")
+    for model in dict.fromkeys(r["model"] for r in rows):
+        mine = [r for r in rows if r["model"] == model]
+        lines.append(f"| **{model}** | | {sum(r['jobs'] for r in mine)} | **{sum(r['cpu_h'] for r in mine):,.2f}** | "
+                     f"**{sum(r['gpu_h'] for r in mine):,.3f}** |")
+    return lines
