@@ -16,14 +16,6 @@ from pathlib import Path
 
 from .checks import StudyConfigError
 
-# Keys a former version read, with why they are gone: a config that still sets one runs, with a note.
-RETIRED_KEYS = {
-    "warm_start": "model jobs always start their own Python process; a shared pre-imported server "
-                  "could not run a job with its caller's limits, process tree and benchmark "
-                  "(docs/running-jobs.md, 'Why a job starts cold')",
-}
-
-
 def check_yaml_file(path) -> None:
     """Refuse a config file that is not YAML, is empty, or is not a mapping, naming the file and
     the line (Snakemake's own message names neither)."""
@@ -85,16 +77,6 @@ def typed_overrides(config: dict, overrides: dict) -> None:
     for key, value in (overrides or {}).items():
         if isinstance(value, (dict, list)) and key in config:
             config[key] = put(config[key], value)
-
-
-def retire_keys(config: dict) -> list[str]:
-    """Remove the keys a former version read (:data:`RETIRED_KEYS`); return a note for each."""
-    notes = []
-    for key, why in RETIRED_KEYS.items():
-        if key in config:
-            del config[key]
-            notes.append(f"note: config key {key} is no longer used and is ignored: {why}")
-    return notes
 
 
 def exit_with_config_error(e: BaseException) -> None:
