@@ -15,6 +15,8 @@ from gna.errors import GnaError
 from gna.config.study import check_yaml_file, exit_with_config_error, typed_overrides
 
 try:
+    for path in workflow.config_settings.configfiles:  # presets: Snakemake has read them, without these checks
+        check_yaml_file(path)
     if not workflow.config_settings.configfiles:
         check_yaml_file(os.path.join(workflow.basedir, "config.yaml"))
 

@@ -314,18 +314,16 @@ def explorer_files(args, name, model, tok, examples, ranking, ga, tmp: Path) -> 
 
 def cmd_export(args) -> int:
     """``gna export``: gna.questions.mohawk.export of a ranking CSV, the files written into --out."""
-    import pandas as pd
-
     from .errors import ConfigError
     from .io import write_text
-    from .questions.mohawk import export, model_head_dim
+    from .questions.mohawk import export, model_head_dim, read_ranking
 
-    if not Path(args.ranking).is_file():
-        raise ConfigError(f"ranking {args.ranking!r} does not exist")
-    ranking = pd.read_csv(args.ranking)
-    missing = {"rank", "layer", "head", "kind"} - set(ranking.columns)
-    if missing:
-        raise ConfigError(f"{args.ranking!r} is not a head ranking: no column(s) {sorted(missing)}")
+    ranking = read_ranking(args.ranking)
+    n_attention = int((ranking.kind == "attention").sum())
+    bad_k = [k for k in args.k if not 0 <= k <= n_attention]
+    if bad_k and n_attention:
+        raise ConfigError(f"--k {' '.join(map(str, bad_k))}: outside 0..{n_attention}, the attention heads of "
+                          f"{args.ranking}")
     if args.n_layers is None and args.model is None:
         raise ConfigError("give --model (its config.json has the layers and head width) or --n-layers and --head-dim")
     cfg = None
@@ -340,10 +338,10 @@ def cmd_export(args) -> int:
         raise ConfigError("give --head-dim or --model")
     head_dim = args.head_dim or model_head_dim(args.model)
     name = args.name or _model_name(args.model or Path(args.ranking).stem.split(".")[0])
-    for k in args.k:
-        for fname, text in export(ranking, k, n_layers, head_dim, name).items():
-            write_text(text, Path(args.out) / fname)
-            print(Path(args.out) / fname)
+    files = {fname: text for k in args.k for fname, text in export(ranking, k, n_layers, head_dim, name).items()}
+    for fname, text in files.items():  # every k exported before the first file is written
+        write_text(text, Path(args.out) / fname)
+        print(Path(args.out) / fname)
     return 0
 
 
@@ -357,6 +355,10 @@ def main(argv: list[str] | None = None) -> int:
     except GnaError as e:  # a problem with the input, named in the message: no traceback
         print(f"gna {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: outputs are renamed into place at the end, so nothing is half-written
+        # on a line of its own: a progress bar leaves the cursor after its last update
+        print(f"\ngna {args.command}: interrupted; nothing written", file=sys.stderr)
+        return 130
     except OSError as e:
         if not user_os_error(e):
             raise
