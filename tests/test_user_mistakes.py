@@ -50,7 +50,8 @@ def test_a_preset_with_a_key_given_twice_fails_the_dry_run_in_one_line(tmp_path)
     line = len(text.splitlines()) + 1
     out = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
                           str(tmp_path / "work"), "--configfile", str(preset), "-n", "--cores", "1"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=600, env={**os.environ, "SLURM_CONF": "/dev/null"})
+                         capture_output=True, text=True, cwd=ROOT, timeout=600,
+                         env={**os.environ, "SLURM_CONF": "/dev/null"})
     assert out.returncode == 1
     one_line(out.stderr, f"config error: {preset} line {line}: key 'seed' is given twice")
 
