@@ -1,7 +1,6 @@
 # Gather-and-Aggregate reproduction. `snakemake --cores all` runs the study named by config.yaml
 # (the micro study, on a laptop CPU); `--configfile workflow/configs/paper.yaml` the paper's.
 import os
-import sys
 
 from snakemake.utils import min_version
 
@@ -13,17 +12,17 @@ min_version("9.0")
 # Snakemake workflow (Snakemake merges it into the config files). Errors in the study config end
 # in one line naming the file, key or rule (gna.config.study), with no Python frames.
 from gna.errors import GnaError
-from gna.config.study import check_yaml_file, exit_with_config_error, retire_keys, typed_overrides
+from gna.config.study import check_yaml_file, exit_with_config_error, typed_overrides
 
 try:
+    for path in workflow.config_settings.configfiles:  # presets: Snakemake has read them, without these checks
+        check_yaml_file(path)
     if not workflow.config_settings.configfiles:
         check_yaml_file(os.path.join(workflow.basedir, "config.yaml"))
 
         configfile: os.path.join(workflow.basedir, "config.yaml")
 
     typed_overrides(config, workflow.config_settings.config)
-    for note in retire_keys(config):
-        print(note, file=sys.stderr)
 except GnaError as e:
     exit_with_config_error(e)
 

@@ -70,7 +70,7 @@ def validate(name: str, spec: dict, args) -> dict:
     both, guard = scan(model, probe, method="atp+exact", progress=False, **DEFAULTS)
     row["top5_same_order"] = heads(both.head(5)) == heads(exact.head(5))
     row["top10_same"] = heads(both.head(10)) == heads(exact.head(10))
-    row["guard_hits"] = f"{guard['sample_beats_kth']}/{guard['sampled']}"
+    row["guard_hits"] = f"{guard.sample_beats_kth}/{guard.sampled}"
     missing = [h for h in heads(exact.head(5)) if h not in heads(both.head(5))]
     if missing:
         row["top5_missed"] = " ".join(f"L{l}H{h}{k[0]}" for l, h, k in missing)

@@ -47,7 +47,7 @@ def test_the_config_checks_use_no_torch():
     """Snakemake parses the Snakefile on every call: the structure of a local model and of a Hub
     id's shipped architecture come from their config.json through the adapters, without torch."""
     code = ("import sys\n"
-            "from gna import config_checks\n"
+            "from gna.config import checks as config_checks\n"
             "print(config_checks.structure({}, 'data/models/micro-zamba2', 'z'))\n"
             "print(config_checks.structure({'adapter_options': {'channel_group': 8}}, 'data/models/micro-mamba1', 'm'))\n"
             "print(config_checks.structure({}, 'Zyphra/Zamba2-7B', 'z7'))\n"

@@ -85,7 +85,7 @@ def test_atp_exact_with_every_head_is_the_exact_scan(tiny_model, probe, family):
     exact = scan_heads(model, probe, batch_size=4, max_rows=24, progress=False, model_name="m")
     both, guard = scan(model, probe, method="atp+exact", candidates=n, batch_size=4, max_rows=24, progress=False,
                        model_name="m")
-    assert both.exact.all() and guard["candidates"] == n and guard["sampled"] == 0
+    assert both.exact.all() and guard.candidates == n and guard.sampled == 0
     assert both[exact.columns].equals(exact)
 
 
@@ -97,12 +97,12 @@ def test_atp_exact_guard_and_atp_only(tiny_model, probe):
     assert len(ranking) == n and (ranking["rank"] == range(1, n + 1)).all()
     assert ranking.exact.sum() == 9 and ranking.exact.head(9).all()  # verified rows first
     assert ranking.accuracy.isna().sum() == n - 9
-    assert guard["sampled"] == 5 and guard["unverified"] == n - 9 and 0 <= guard["sample_beats_kth"] <= 5
+    assert guard.sampled == 5 and guard.unverified == n - 9 and 0 <= guard.sample_beats_kth <= 5
     again, _ = scan(model, probe, method="atp+exact", candidates=4, guard_sample=5, guard_k=2, batch_size=4,
                     progress=False)
     assert again.equals(ranking)  # the sample is seeded
     only, g = scan(model, probe, method="atp", batch_size=4, progress=False)
-    assert not only.exact.any() and only.atp_magnitude.is_monotonic_decreasing and g["method"] == "atp"
+    assert not only.exact.any() and only.atp_magnitude.is_monotonic_decreasing and g.method == "atp"
     with pytest.raises(ConfigError, match="scan.method = 'fast'"):
         scan(model, probe, method="fast")
     with pytest.raises(ConfigError, match="scan.candidates = 0"):

@@ -169,3 +169,35 @@ def test_scan_on_a_hugging_face_directory_through_the_console_script(tiny_model_
     ranking = pd.read_csv(tmp_path / "o/ranking.csv")
     assert set(ranking.kind) == {"mamba2"} and list(ranking["rank"]) == list(range(1, len(ranking) + 1))
     assert len(pd.read_csv(tmp_path / "o/ga.csv")) == 3
+
+
+def test_the_command_and_the_rule_run_one_scan_routine(tmp_path, monkeypatch):
+    """Both go through gna.experiments.head_scan.head_scan, with the same settings, and get the typed
+    guard back (not a second copy of the steps kept in step by hand)."""
+    import dataclasses
+
+    import gna.experiments.head_scan as routine
+    from gna.scan import ScanGuard
+
+    calls = []
+    real = routine.head_scan
+
+    def recorded(*args, **kwargs):
+        result = real(*args, **kwargs)
+        calls.append(({k: v for k, v in kwargs.items() if k not in ("say", "what")}, result))
+        return result
+
+    monkeypatch.setattr(routine, "head_scan", recorded)
+    atp = ["--candidates", str(ATP["candidates"]), "--guard-sample", str(ATP["guard_sample"]), "--guard-k",
+           str(ATP["guard_k"])]
+    assert cli_scan(MICRO_LLAMA, tmp_path / "cli", "--name", "micro-llama", *atp) == 0
+    pipeline_scan(MICRO_LLAMA, "micro-llama", tmp_path / "pipeline")
+    assert len(calls) == 2
+    (cli_settings, cli_result), (rule_settings, rule_result) = calls
+    assert cli_settings["atp"] == ATP and rule_settings["atp"] == ATP  # the pipeline passes scan.* as the rule does
+    assert {k: v for k, v in cli_settings.items() if k != "probe_check"} == \
+           {k: v for k, v in rule_settings.items() if k != "probe_check"}
+    for result in (cli_result, rule_result):
+        assert isinstance(result.guard, ScanGuard) and dataclasses.is_dataclass(result.guard)
+        assert result.guard.summary() == f"exact: all {len(result.ranking)} heads ablated"
+    assert cli_result.ranking.equals(rule_result.ranking) and cli_result.ga.equals(rule_result.ga)

@@ -96,3 +96,34 @@ def test_mamba1_roles_are_said_unclassified_before_the_scan_and_the_scan_is_writ
     import pandas as pd
 
     assert len(pd.read_csv(tmp_path / "o/ranking.csv")) > 0 and (tmp_path / "o/ga.csv").is_file()
+
+
+def test_scan_options_take_type_default_bounds_and_help_from_the_schema(tmp_path, capsys, monkeypatch):
+    """Every option that is a study setting reads the schema: change the schema and the option follows."""
+    import copy
+
+    from gna import cli
+    from gna.config import schema
+
+    options = {a.dest: a for a in cli.parser()._subparsers._group_actions[0].choices["scan"]._actions}
+    for flag, key in cli.SCAN_SETTINGS:
+        node, action = schema.setting(key), options[flag.lstrip("-").replace("-", "_")]
+        assert action.default == cli.COMMAND_DEFAULTS.get(key, node.get("default")), flag
+        assert list(action.choices or node.get("enum", [])) == node.get("enum", []) and key in action.help, flag
+    edited = copy.deepcopy(schema._schema())
+    edited["properties"]["scan"]["properties"]["batch_size"].update(default=7, maximum=9, description="rows now")
+    monkeypatch.setattr(schema, "_schema", lambda: edited)
+    scan_parser = cli.parser()._subparsers._group_actions[0].choices["scan"]
+    batch = next(a for a in scan_parser._actions if a.dest == "batch_size")
+    assert batch.default == 7 and batch.help.startswith("rows now; 1..9")
+    code, out, err = scan(capsys, "no/such/model", "--out", str(tmp_path / "o"), "--batch-size", "10")
+    assert code == 2 and err.strip() == "gna scan: error: --batch-size 10 is outside 1..9"
+
+
+@pytest.mark.parametrize("flag,value,bound", [("--n-examples", "1000000000", "1..100000"),
+                                              ("--guard-level", "1", "(0, 1)"),
+                                              ("--classify-examples", "200000", "1..100000")])
+def test_sizes_that_cannot_finish_are_refused_as_the_schema_refuses_them(tmp_path, capsys, flag, value, bound):
+    code, out, err = scan(capsys, "no/such/model", "--out", str(tmp_path / "o"), flag, value)
+    typed = float(value) if flag == "--guard-level" else value
+    assert code == 2 and err.strip() == f"gna scan: error: {flag} {typed} is outside {bound}"

@@ -1,6 +1,6 @@
 """How the study config is read: ``--config key=value`` changes a key of the study in use
 (config.yaml, or the --configfile preset) with the type its text has; config errors end in one
-line with no Python frames; YAML errors name the file and line; retired keys are noted."""
+line with no Python frames; YAML errors name the file and line."""
 import os
 import subprocess
 import sys
@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from gna.config.checks import StudyConfigError
-from gna.config.study import check_yaml_file, retire_keys, typed_overrides
+from gna.config.study import check_yaml_file, typed_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "workflow/configs/smoke.yaml"
@@ -52,19 +52,11 @@ def test_a_yaml_error_names_the_file_and_line(tmp_path):
     check_yaml_file(ROOT / "config.yaml")
 
 
-def test_the_warm_start_key_is_retired_with_a_note():
-    config = {"study": "micro", "warm_start": True}
-    notes = retire_keys(config)
-    assert config == {"study": "micro"} and len(notes) == 1 and "warm_start is no longer used" in notes[0]
-    assert retire_keys(config) == []
-
-
 def test_config_key_value_changes_one_key_of_the_default_study(tmp_path):
-    out = dry_run(tmp_path, "--config", "seed=1", "warm_start=False",
+    out = dry_run(tmp_path, "--config", "seed=1",
                   'experiments={"hybrid_distillation": {"gpus_per_stage": 1, "nodes": 1}}')
     assert out.returncode == 0, out.stderr[-3000:]
     assert "extended by additional config" in out.stdout + out.stderr and "Job stats:" in out.stdout
-    assert "warm_start is no longer used" in out.stderr
 
 
 def test_a_preset_replaces_config_yaml_and_config_changes_it(tmp_path):

@@ -158,7 +158,7 @@ def test_gathered_logits_equal_the_full_head_at_the_scored_positions_in_bf16_and
 
 
 def test_the_sequential_guard_samples_until_its_bound_is_below_the_level():
-    from gna.scan.attribution_ranking import attribution_ranking, guard_summary, upper_bound
+    from gna.scan.attribution_ranking import attribution_ranking, upper_bound
     from gna.models import load_model
     from gna.probes.kv import generate_kv_probe
     from gna.probes.scoring import encode
@@ -168,11 +168,11 @@ def test_the_sequential_guard_samples_until_its_bound_is_below_the_level():
     # the bar, candidate #2 (L4H2, drop 0.5 on these 32 prompts), is beyond noise: the guard may draw on
     ranking, guard = attribution_ranking(model, enc, "atp+exact", candidates=4, guard_sample=2, guard_k=2,
                                          guard_level=0.3, progress=False)
-    rest = guard["n_heads"] - guard["candidates"]
-    assert guard["level_met"] and guard["bound_share"] <= 0.3
-    assert guard["bound_share"] == pytest.approx(upper_bound(guard["sample_beats_kth"], guard["sampled"], rest) / rest)
+    rest = guard.n_heads - guard.candidates
+    assert guard.level_met and guard.bound_share <= 0.3
+    assert guard.bound_share == pytest.approx(upper_bound(guard.sample_beats_kth, guard.sampled, rest) / rest)
     # one draw fewer would not have met it: it stopped as soon as the bound allowed
-    assert upper_bound(guard["sample_beats_kth"], guard["sampled"] - 1, rest) / rest > 0.3
-    assert ranking["exact"].sum() == guard["candidates"] + guard["sampled"]
+    assert upper_bound(guard.sample_beats_kth, guard.sampled - 1, rest) / rest > 0.3
+    assert ranking["exact"].sum() == guard.candidates + guard.sampled
     assert ranking["rank"].tolist() == list(range(1, len(ranking) + 1))
-    assert "level 0.30 met" in guard_summary(guard)
+    assert "level 0.30 met" in guard.summary()

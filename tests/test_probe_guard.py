@@ -64,7 +64,7 @@ def test_the_pipelines_head_scan_stops_before_ranking(tmp_path):
                         output=dict(ranking=str(out / "m.ranking.csv"), ga=str(out / "m.ga.csv")),
                         params=dict(spec={"path": MICRO_LLAMA, "dtype": "float32", "device": "cpu"}, batch_size=8,
                                     max_rows=64, classify_top=2, classify_examples=1, threshold=0.3,
-                                    probe_check=guard.DEFAULTS),
+                                    probe_check=guard.DEFAULTS, method="exact", atp={}),
                         wildcards=dict(model="m", scan_dir="scan"))
     with pytest.raises(ProbeError, match=r"KV probe .*probe.jsonl \(scan.probe_check\) means nothing.*kv_probe.format"):
         run_script("head_scan", smk)
@@ -74,7 +74,8 @@ def test_the_pipelines_head_scan_stops_before_ranking(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["--pairs", "0"], "--pairs 0 is outside 1..100"),
-    (["--n-examples", "0"], "--n-examples 0 is outside 1.."),
+    (["--n-examples", "0"], "--n-examples 0 is outside 1..100000"),
+    (["--n-examples", "1000000000"], "--n-examples 1000000000 is outside 1..100000"),
     (["--min-over-chance", "2"], "--min-over-chance 2.0 is outside 0..1"),
 ])
 def test_bad_arguments_are_refused_before_the_model_loads(tmp_path, capsys, args, message):

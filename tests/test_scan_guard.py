@@ -44,8 +44,8 @@ def test_the_guard_states_its_cost_before_any_work(micro_llama, monkeypatch):
     assert draws_to_level(0, 20, 0.3) == 9 and upper_bound(0, 8, 20) / 20 > 0.3
     # the worst case in forwards per prompt row: micro-llama's 6 layers x 4 heads, a head of layer l runs 6 - l
     assert f"{sum(4 * (6 - layer) / 6 for layer in range(6)):.1f} forwards per prompt row" in line
-    assert guard["heads_max"] == 24 and guard["level_met"] and guard["stopped"] is None
-    assert ranking["exact"].sum() == guard["candidates"] + guard["sampled"] <= guard["heads_max"]
+    assert guard.heads_max == 24 and guard.level_met and guard.stopped is None
+    assert ranking["exact"].sum() == guard.candidates + guard.sampled <= guard.heads_max
 
 
 @pytest.mark.parametrize("case", ["too few heads", "too few prompts"])
@@ -60,16 +60,16 @@ def test_a_level_the_probe_cannot_support_is_said_first_and_not_chased(micro_lla
     assert events[1].startswith(f"the probe cannot support the guard's level {level:.2f}: ")
     assert ("too few heads" in events[1]) == (case == "too few heads")
     assert ("only when it turns at least 9 prompts wrong" in events[1]) == (case == "too few prompts")
-    assert guard["sampled"] == 2 and guard["level_met"] is False and guard["stopped"]
+    assert guard.sampled == 2 and guard.level_met is False and guard.stopped
     assert ranking["exact"].sum() == 4 + 2
-    assert "NOT met: the guard stopped" in ar.guard_summary(guard)
+    assert "NOT met: the guard stopped" in guard.summary()
 
 
 def test_a_bar_within_noise_stops_the_guard_at_its_first_draws(micro_llama, monkeypatch):
     model, tok = micro_llama
     # micro-llama's third candidate here changes no prompt: heads that do nothing tie it or beat it
     ranking, guard, events = run_guard(model, probe(tok), monkeypatch, guard_k=3, guard_level=0.3)
-    assert guard["kth_candidate_p"] == 1.0 and guard["sampled"] == 2 and guard["level_met"] is False
+    assert guard.kth_candidate_p == 1.0 and guard.sampled == 2 and guard.level_met is False
     assert events[-1].startswith("guard stopped after 2 draws, level 0.30 not met: its bar, candidate #3")
     assert "not beyond noise" in events[-1]
 
@@ -90,7 +90,7 @@ def test_the_guards_passes_share_one_clean_forward(micro_llama, monkeypatch):
                                             guard_level=0.3, batch_size=16, progress=False)
     batches = len(list(iter_batches(enc, 16)))
     assert len(passes) == 2 and batches == 2                # the candidates and first draws, then the rest
-    assert len(calls) == batches == guard["clean_forwards"]  # not passes x batches
+    assert len(calls) == batches == guard.clean_forwards  # not passes x batches
     # the kept forwards give the numbers a fresh scan computes, to the bit
     verified = ranking[ranking.exact]
     fresh = scan_heads(model, enc, batch_size=16, progress=False,

@@ -20,11 +20,7 @@ responsibility:
 - ``report``: tables, figures and findings
 
 beside ``errors`` (what a user can act on), ``io`` (atomic outputs) and ``cli`` (the ``gna``
-command). Old module names (``gna.pipeline``, ``gna.mixing``, ...) still import, with a
-DeprecationWarning, for one release (:mod:`gna.deprecated_names`).
+command).
 """
-from . import deprecated_names as _deprecated_names
-
-_deprecated_names.install()
 
 __version__ = "0.1.0"

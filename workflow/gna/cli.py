@@ -5,9 +5,11 @@
     gna export RANKING --k K ...    a ranking's top k as goombalab/mohawk's architecture YAML and --heads
     gna convert-gguf GGUF --out DIR  a GGUF checkpoint dequantized into a model directory
 
-A thin layer: every step calls the library function the pipeline's rule calls (``head_scan.py``,
-``kv_probe.py``, ``ga_heatmaps.py``) with the same arguments, so ``gna scan``'s ranking equals the
-pipeline's for the same probe (tests/test_cli.py checks it value for value).
+A thin layer: ``gna scan`` runs the routine the pipeline's ``head_scan`` rule runs
+(:func:`gna.experiments.head_scan.head_scan`), its options being the study config's settings as the
+schema states them (type, default, bounds, help), so its ranking equals the pipeline's for the same
+probe (tests/test_cli.py checks it value for value); the probe and the heatmaps are the library
+functions ``kv_probe.py`` and ``ga_heatmaps.py`` call.
 """
 from __future__ import annotations
 
@@ -69,24 +71,13 @@ SCAN_FILES = ("probe.examples.jsonl", "ranking.csv", "ga.csv", "heatmap_gather.c
 
 def check_scan_args(args) -> None:
     """Every argument and ``--out`` checked before the model loads (a bad one is a one-line error,
-    not a traceback after minutes of scanning)."""
+    not a traceback after minutes of scanning); a setting of the study config against the schema's
+    bounds, as the pipeline's validation checks it."""
+    from .config.schema import check_setting
     from .errors import ConfigError
 
-    for name, value, low, high in (("--pairs", args.pairs, 1, 100), ("--n-examples", args.n_examples, 1, None),
-                                   ("--batch-size", args.batch_size, 1, None), ("--max-rows", args.max_rows, 1, None),
-                                   ("--classify-top", args.classify_top, 0, None),
-                                   ("--classify-examples", args.classify_examples, 1, None),
-                                   ("--threshold", args.threshold, 0, 1),
-                                   ("--max-unknown-share", args.max_unknown_share, 0, 1),
-                                   ("--min-over-chance", args.min_over_chance, 0, 1),
-                                   # the schema's bounds of scan.candidates, guard_sample, guard_k
-                                   ("--candidates", args.candidates, 1, None),
-                                   ("--guard-sample", args.guard_sample, 0, None),
-                                   ("--guard-k", args.guard_k, 1, None)):
-        if value < low or (high is not None and value > high):
-            raise ConfigError(f"{name} {value} is outside {low}..{'' if high is None else high}")
-    if not 0 < args.guard_level < 1:  # the schema's scan.guard_level: a share strictly between 0 and 1
-        raise ConfigError(f"--guard-level {args.guard_level} is outside (0, 1): the guard's bound on a share of heads")
+    for flag, key in SCAN_SETTINGS:
+        check_setting(key, getattr(args, _dest(flag)), flag)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {args.out} exists and is not a directory")
@@ -117,19 +108,13 @@ def cmd_scan(args) -> int:
     import pandas as pd
     import torch
 
-    from .patterns.ga_roles import classify_heads
-    from .questions.roles import roles_beyond_noise
+    from .errors import ConfigError
+    from .experiments.head_scan import head_scan
     from .io import atomic_path, write_csv
-    from .jobs.script_job import provenance
     from .models import load_model
-    from .probes.guard import check_probe
-    from .probes.kv import generate_kv_probe, probe_sha256, write_jsonl
-    from .probes.scoring import encode
+    from .probes.kv import generate_kv_probe, write_jsonl
     from .report import heatmaps
     from .report.common import save_figure
-    from .scan.attribution_ranking import guard_summary
-    from .errors import ConfigError
-    from .scan import scan, top_k
     from .scan.probe_size import probe_size_warning
 
     check_scan_args(args)
@@ -143,38 +128,17 @@ def cmd_scan(args) -> int:
     # renamed to DIR at the end: a failing run leaves DIR as it was.
     model, tok = load_model(_spec(args))
     examples = generate_kv_probe(args.pairs, args.n_examples, args.seed, separator=args.separator, fmt=args.format)
-    encoded = encode(examples, tok)
-    checked = check_probe(model, tok, encoded, batch_size=args.batch_size, max_unknown_share=args.max_unknown_share,
-                          min_over_chance=args.min_over_chance, force=args.force,
-                          what=f"the KV probe ({args.format} format, {args.pairs} pairs, separator {args.separator!r})")
-    # Roles come from token-mixing matrices: a kind without one is ranked but not classified (said
-    # now, not after the scan).
-    from .patterns.mixing import has_mixing_matrix
-    from .models import describe
-
-    mixers = describe(model).mixers
-    classifiable = sorted({m.kind for m in mixers if has_mixing_matrix(m)})
-    unclassified = sorted({m.kind for m in mixers} - set(classifiable))
-    if unclassified and args.classify_top:
-        print(f"G&A roles: {', '.join(unclassified)} heads are ranked but not classified (no token-mixing matrix "
-              f"is read for {', '.join(unclassified)} mixers); ga.csv holds the top "
-              f"{', '.join(classifiable) or 'none: no classifiable'} heads", file=sys.stderr, flush=True)
-    # As workflow/scripts/head_scan.py does, step for step.
-    ranking, guard = scan(model, encoded, method=args.method, batch_size=args.batch_size, baseline=checked.baseline,
-                          max_rows=args.max_rows, model_name=name, candidates=args.candidates,
-                          guard_sample=args.guard_sample, guard_k=args.guard_k, atp_score=args.atp_score,
-                          guard_level=args.guard_level,
-                          graddrop=args.graddrop, seed=args.seed,
-                          say=lambda line: print(line, file=sys.stderr, flush=True))  # the guard's cost and reach
-    ranking = ranking.assign(**checked.columns())
-    ranking = ranking.assign(probe_sha256=probe_sha256(examples))  # the exact prompts it ranked on
-    n_classifiable = int(ranking["kind"].isin(classifiable).sum())
-    top = top_k(ranking, min(args.classify_top, n_classifiable), kinds=classifiable)
-    ga = classify_heads(model, tok, examples[:args.classify_examples], top, threshold=args.threshold)
-    ga = roles_beyond_noise(model, encoded, ga, n_heads=len(ranking), baseline=checked.baseline,
-                            batch_size=args.batch_size, max_rows=args.max_rows)
-    ranking = ranking.assign(**provenance())  # after the scan: which fused kernels it ran
-    ga = ranking.merge(ga, on=["layer", "head", "kind"]).sort_values("rank")
+    result = head_scan(model, tok, examples, model_name=name, method=args.method, batch_size=args.batch_size,
+                       max_rows=args.max_rows, classify_top=args.classify_top,
+                       classify_examples=args.classify_examples, threshold=args.threshold,
+                       probe_check=dict(max_unknown_share=args.max_unknown_share,
+                                        min_over_chance=args.min_over_chance, force=args.force),
+                       atp=dict(candidates=args.candidates, guard_sample=args.guard_sample, guard_k=args.guard_k,
+                                guard_level=args.guard_level, atp_score=args.atp_score, graddrop=args.graddrop,
+                                seed=args.seed),
+                       what=f"the KV probe ({args.format} format, {args.pairs} pairs, separator {args.separator!r})",
+                       say=lambda line: print(line, file=sys.stderr, flush=True))
+    ranking, ga, checked = result.ranking, result.ga, result.probe
     # As workflow/scripts/ga_heatmaps.py does: the top Gather / Aggregate head on the first prompt.
     prompt = examples[0]["prompt"]
     patterns = heatmaps.head_patterns(model, tok, prompt, ga)
@@ -201,15 +165,64 @@ def cmd_scan(args) -> int:
         print(f"forced (--force): {'; '.join(checked.problems())}; ranking.csv records probe_check = forced")
     elif checked.forced:
         print("--force: not needed, the probe passed its check; ranking.csv records probe_check = passed")
-    print(guard_summary(guard))
+    print(result.guard.summary())
     shown = ga if len(ga) else ranking.head(args.classify_top or 10)
     cols = [c for c in ("rank", "layer", "head", "kind", "accuracy", "drop", "role") if c in shown]
     print(shown[cols].head(10).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     for role, (head, _) in patterns.items():
         print(f"top {role} head: " + (f"L{head[0]}H{head[1]} ({head[2]})" if head else
-                                      f"none among the top {len(top)} heads"))
+                                      f"none among the top {len(result.top)} heads"))
     print("wrote " + ", ".join(str(out / p.name) for p in written))
     return 0
+
+
+SCAN_SETTINGS = (
+    ("--n-examples", "kv_probe.n_examples"), ("--pairs", "scan.n_pairs"), ("--format", "kv_probe.format"),
+    ("--separator", "kv_probe.separator"), ("--seed", "kv_probe.seed"),
+    ("--batch-size", "scan.batch_size"), ("--max-rows", "scan.max_rows"), ("--classify-top", "scan.classify_top"),
+    ("--classify-examples", "scan.classify_examples"), ("--threshold", "scan.threshold"),
+    ("--method", "scan.method"), ("--candidates", "scan.candidates"), ("--guard-sample", "scan.guard_sample"),
+    ("--guard-k", "scan.guard_k"), ("--guard-level", "scan.guard_level"), ("--atp-score", "scan.atp_score"),
+    ("--graddrop", "scan.atp_graddrop"),
+    ("--max-unknown-share", "scan.probe_check.max_unknown_share"),
+    ("--min-over-chance", "scan.probe_check.min_over_chance"), ("--force", "scan.probe_check.force"))
+"""``gna scan``'s options that are study config settings: their type, default, bounds, choices and help
+come from the schema (workflow/schemas/config.schema.yaml), as the pipeline reads them."""
+
+COMMAND_DEFAULTS = {"kv_probe.n_examples": 200, "kv_probe.format": "paper", "scan.n_pairs": 20}
+"""Defaults of the settings a study config must give (the schema has none for them): the command's own."""
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def _number_or_null(kind):
+    def parse(text: str):
+        return None if text.lower() in ("null", "none") else kind(text)
+    parse.__name__ = kind.__name__  # argparse names the type in its "invalid ... value" message
+    return parse
+
+
+def _setting_option(group, flag: str, key: str) -> None:
+    """``flag`` as the schema describes the setting ``key``."""
+    from .config.schema import bounds_text, setting
+
+    node = setting(key)
+    default = COMMAND_DEFAULTS.get(key, node.get("default"))
+    text = (node.get("description") or "").replace("%", "%%")
+    types = node.get("type", [])
+    types = types if isinstance(types, list) else [types]
+    if "boolean" in types:
+        group.add_argument(flag, action="store_true", help=f"{text} (config: {key})")
+        return
+    kw = {"choices": node["enum"]} if "enum" in node else {}
+    if "integer" in types or "number" in types:
+        kind = int if "integer" in types else float
+        kw["type"] = _number_or_null(kind) if "null" in types else kind
+        text += f"; {bounds_text(key)}"
+    shown = "%(default)r" if isinstance(default, str) else "%(default)s"
+    group.add_argument(flag, default=default, help=f"{text} (default: {shown}; config: {key})", **kw)
 
 
 def _model_options(p: argparse.ArgumentParser) -> None:
@@ -254,48 +267,13 @@ def parser() -> argparse.ArgumentParser:
     _model_options(s)
     s.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
     s.add_argument("--name", help="model name in the tables (default: MODEL's last path part)")
-    g = s.add_argument_group("KV probe (gna.probes.kv)")
-    g.add_argument("--n-examples", type=int, default=200, help="prompts (default: %(default)s)")
-    g.add_argument("--pairs", type=int, default=20, help="key-value pairs per prompt (1..100) (default: %(default)s)")
-    g.add_argument("--format", choices=("paper", "compact"), default="paper",
-                   help="paper: 'Memorize the following dictionary:' with English keys; compact: 'k3 42' lines "
-                   "(the micro models' format; default: %(default)s)")
-    g.add_argument("--separator", default=" ", help="text between the prompt and the value; the G&A paper's code "
-                   "uses '' (pass --separator ''); default: %(default)r")
-    g.add_argument("--seed", type=int, default=0, help="probe seed (default: %(default)s)")
-    g = s.add_argument_group("scan and G&A roles (the pipeline's scan.* settings)")
-    g.add_argument("--batch-size", type=int, default=32, help="prompts per forward (default: %(default)s)")
-    g.add_argument("--max-rows", type=int, default=256, help="rows per ablation forward (prompts x heads) (default: %(default)s)")
-    g.add_argument("--classify-top", type=int, default=10, help="top heads whose G&A role is classified (default: %(default)s)")
-    g.add_argument("--classify-examples", type=int, default=20, help="prompts the roles are read on (default: %(default)s)")
-    g.add_argument("--threshold", type=float, default=0.3, help="a role needs a score at least this (default: %(default)s)")
-    g.add_argument("--threads", type=int, help="torch threads (default: torch's own)")
-    g = s.add_argument_group("probe check: before ranking, does the probe mean anything for the model?")
-    g.add_argument("--max-unknown-share", type=float, default=0.05, help="stop if more than this share of the "
-                   "prompts' tokens are the tokenizer's unknown token (default: %(default)s)")
-    g.add_argument("--min-over-chance", type=float, default=0.05, help="stop unless the model's baseline accuracy "
-                   "beats chance (1 / pairs) by this (default: %(default)s)")
-    g.add_argument("--force", action="store_true", help="rank anyway; ranking.csv records probe_check = forced")
-    g = s.add_argument_group("scan method (the pipeline's scan.method and its settings)")
-    g.add_argument("--method", choices=("exact", "atp", "atp+exact"), default="exact",
-                   help="exact: ablate every head (the paper's ranking, one partial forward per head); atp: rank by "
-                   "the attribution-patching estimate only (one forward + backward per batch; no accuracy "
-                   "columns); atp+exact: ablate the estimate's top --candidates heads and --guard-sample others "
-                   "exactly, the rest ranked below by the estimate. benchmarks/atp_recall.py measures its recall of the "
-                   "exact top heads against the heads ablated (docs/fast-scan.md); the default stays the paper's "
-                   "exact (default: %(default)s)")
-    g.add_argument("--candidates", type=int, default=16, help="atp+exact: heads ablated exactly (default: %(default)s)")
-    g.add_argument("--guard-sample", type=int, default=8, help="atp+exact: other heads ablated exactly, drawn at "
-                   "random (seed --seed), to count false negatives (default: %(default)s)")
-    g.add_argument("--guard-k", type=int, default=10, help="atp+exact: the guard counts sampled heads beating the "
-                   "k-th candidate (default: %(default)s)")
-    g.add_argument("--guard-level", type=float, default=0.25, help="atp+exact: draw more heads after "
-                   "--guard-sample until the 95%% bound on the share of non-candidates beating the k-th candidate "
-                   "is at most this (11 draws when none does; default: %(default)s)")
-    g.add_argument("--atp-score", choices=("margin", "logprob"), default="margin",
-                   help="the estimate's score: correct choice's log-prob minus the best other's, or the correct "
-                   "choice's log-prob (default: %(default)s)")
-    g.add_argument("--graddrop", action="store_true", help="AtP*'s GradDrop (one backward pass per layer)")
+    groups = {"kv_probe": s.add_argument_group("KV probe (gna.probes.kv; the study config's kv_probe.*)"),
+              "scan": s.add_argument_group("scan and G&A roles (the study config's scan.*)"),
+              "scan.probe_check": s.add_argument_group("probe check: before ranking, does the probe mean anything "
+                                                       "for the model? (scan.probe_check.*)")}
+    for flag, key in SCAN_SETTINGS:
+        _setting_option(groups[key.rpartition(".")[0]], flag, key)
+    groups["scan"].add_argument("--threads", type=int, help="torch threads (default: torch's own)")
     g = s.add_argument_group("head explorer (gna.report.explorer)")
     g.add_argument("--html", action="store_true", help="also write explorer.html, one self-contained page (no "
                    "network): the ranking as a sortable, filterable table and the top heads' mixing patterns on "
@@ -336,18 +314,16 @@ def explorer_files(args, name, model, tok, examples, ranking, ga, tmp: Path) -> 
 
 def cmd_export(args) -> int:
     """``gna export``: gna.questions.mohawk.export of a ranking CSV, the files written into --out."""
-    import pandas as pd
-
     from .errors import ConfigError
     from .io import write_text
-    from .questions.mohawk import export, model_head_dim
+    from .questions.mohawk import export, model_head_dim, read_ranking
 
-    if not Path(args.ranking).is_file():
-        raise ConfigError(f"ranking {args.ranking!r} does not exist")
-    ranking = pd.read_csv(args.ranking)
-    missing = {"rank", "layer", "head", "kind"} - set(ranking.columns)
-    if missing:
-        raise ConfigError(f"{args.ranking!r} is not a head ranking: no column(s) {sorted(missing)}")
+    ranking = read_ranking(args.ranking)
+    n_attention = int((ranking.kind == "attention").sum())
+    bad_k = [k for k in args.k if not 0 <= k <= n_attention]
+    if bad_k and n_attention:
+        raise ConfigError(f"--k {' '.join(map(str, bad_k))}: outside 0..{n_attention}, the attention heads of "
+                          f"{args.ranking}")
     if args.n_layers is None and args.model is None:
         raise ConfigError("give --model (its config.json has the layers and head width) or --n-layers and --head-dim")
     cfg = None
@@ -362,10 +338,10 @@ def cmd_export(args) -> int:
         raise ConfigError("give --head-dim or --model")
     head_dim = args.head_dim or model_head_dim(args.model)
     name = args.name or _model_name(args.model or Path(args.ranking).stem.split(".")[0])
-    for k in args.k:
-        for fname, text in export(ranking, k, n_layers, head_dim, name).items():
-            write_text(text, Path(args.out) / fname)
-            print(Path(args.out) / fname)
+    files = {fname: text for k in args.k for fname, text in export(ranking, k, n_layers, head_dim, name).items()}
+    for fname, text in files.items():  # every k exported before the first file is written
+        write_text(text, Path(args.out) / fname)
+        print(Path(args.out) / fname)
     return 0
 
 
@@ -379,6 +355,10 @@ def main(argv: list[str] | None = None) -> int:
     except GnaError as e:  # a problem with the input, named in the message: no traceback
         print(f"gna {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: outputs are renamed into place at the end, so nothing is half-written
+        # on a line of its own: a progress bar leaves the cursor after its last update
+        print(f"\ngna {args.command}: interrupted; nothing written", file=sys.stderr)
+        return 130
     except OSError as e:
         if not user_os_error(e):
             raise

@@ -33,9 +33,11 @@ def local_model_config(path: str, key: str | None = None) -> dict | None:
 
 
 def check_model_path(name: str, model: dict, source: str) -> None:
-    """A local model that is not there: say so (not "needs n_layers"), naming the key."""
-    from ..models.spec import names_a_directory
+    """A local model that is not there, or is a file: say so (not "needs n_layers"), naming the key."""
+    from ..models.spec import file_not_directory, names_a_directory
 
+    if "random" not in model and "gguf" not in model and (problem := file_not_directory(source)):
+        raise StudyConfigError(f"config error: models.{name}.path = {model.get('path')!r}: {problem}")
     if "random" in model or "gguf" in model or Path(source).exists() or not names_a_directory(source):
         return
     raise StudyConfigError(f"config error: models.{name}.path = {model.get('path')!r}: {source} does not exist "

@@ -9,6 +9,7 @@ object's property (``experiments.topk_removal.random_draws``) appears when that 
 from __future__ import annotations
 
 import copy
+from functools import lru_cache
 from pathlib import Path
 
 SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
@@ -44,3 +45,50 @@ def _property_defaults(node: dict) -> dict:
             value = copy.deepcopy(sub["default"])
             out[key] = {**_property_defaults(sub), **value} if isinstance(value, dict) else value
     return out
+
+
+@lru_cache(maxsize=1)
+def _schema() -> dict:
+    import yaml
+
+    return yaml.safe_load(SCHEMA.read_text())
+
+
+def setting(path: str) -> dict:
+    """The schema of the setting at dotted ``path`` (``scan.guard_level``): its type, bounds,
+    default, choices and description, for code that offers the setting outside a study config
+    (the ``gna`` command's options)."""
+    node = _schema()
+    for part in path.split("."):
+        node = node["properties"][part]
+    return node
+
+
+def bounds_text(path: str) -> str:
+    """The schema's bounds of a number setting as one interval, ``1..100000``, ``(0, 1)``, ``0..``."""
+    node = setting(path)
+    low = node.get("minimum", node.get("exclusiveMinimum"))
+    high = node.get("maximum", node.get("exclusiveMaximum"))
+    if "exclusiveMinimum" in node or "exclusiveMaximum" in node:
+        return (f"{'(' if 'exclusiveMinimum' in node else '['}{'' if low is None else low}, "
+                f"{'' if high is None else high}{')' if 'exclusiveMaximum' in node else ']'}")
+    return f"{'' if low is None else low}..{'' if high is None else high}"
+
+
+def check_setting(path: str, value, name: str | None = None) -> None:
+    """Refuse ``value`` outside the schema's bounds or choices of the setting at ``path`` with one
+    line naming ``name`` (a command's option; default the config key), as the study config's
+    validation refuses it. ``None`` passes where the schema allows null."""
+    from ..errors import ConfigError
+
+    node, name = setting(path), name or path
+    types = node.get("type", [])
+    if value is None and "null" in (types if isinstance(types, list) else [types]):
+        return
+    if "enum" in node and value not in node["enum"]:
+        raise ConfigError(f"{name} {value!r} is not one of {', '.join(map(str, node['enum']))}")
+    outside = (("minimum" in node and value < node["minimum"]) or ("maximum" in node and value > node["maximum"])
+               or ("exclusiveMinimum" in node and value <= node["exclusiveMinimum"])
+               or ("exclusiveMaximum" in node and value >= node["exclusiveMaximum"]))
+    if outside:
+        raise ConfigError(f"{name} {value} is outside {bounds_text(path)}")

@@ -16,21 +16,46 @@ from pathlib import Path
 
 from .checks import StudyConfigError
 
-# Keys a former version read, with why they are gone: a config that still sets one runs, with a note.
-RETIRED_KEYS = {
-    "warm_start": "model jobs always start their own Python process; a shared pre-imported server "
-                  "could not run a job with its caller's limits, process tree and benchmark "
-                  "(docs/running-jobs.md, 'Why a job starts cold')",
-}
+def _unique_key_loader():
+    """PyYAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last one
+    silently: a model defined twice would be scanned with the second entry's weights)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            first: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults` may be overridden key by key
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    line = first.setdefault(key, key_node.start_mark.line)
+                except TypeError:  # an unhashable key: the constructor below says so
+                    continue
+                if line != key_node.start_mark.line:
+                    raise DuplicateKey(key, key_node.start_mark.line + 1, line + 1)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
+
+
+class DuplicateKey(Exception):
+    def __init__(self, key, line: int, first_line: int):
+        super().__init__(key, line, first_line)
+        self.key, self.line, self.first_line = key, line, first_line
 
 
 def check_yaml_file(path) -> None:
-    """Refuse a config file that is not YAML, is empty, or is not a mapping, naming the file and
-    the line (Snakemake's own message names neither)."""
+    """Refuse a config file that is not YAML, has a key twice in one mapping, is empty, or is not a
+    mapping, naming the file and the line (Snakemake's own message names neither, and YAML keeps a
+    repeated key's last value without a word)."""
     import yaml
 
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = yaml.load(Path(path).read_text(), Loader=_unique_key_loader())
+    except DuplicateKey as e:
+        raise StudyConfigError(f"config error: {path} line {e.line}: key {e.key!r} is given twice in one mapping "
+                               f"(first at line {e.first_line}); YAML would keep only the last") from None
     except OSError as e:
         raise StudyConfigError(f"config error: cannot read {path}: {e.strerror}") from None
     except yaml.YAMLError as e:
@@ -85,16 +110,6 @@ def typed_overrides(config: dict, overrides: dict) -> None:
     for key, value in (overrides or {}).items():
         if isinstance(value, (dict, list)) and key in config:
             config[key] = put(config[key], value)
-
-
-def retire_keys(config: dict) -> list[str]:
-    """Remove the keys a former version read (:data:`RETIRED_KEYS`); return a note for each."""
-    notes = []
-    for key, why in RETIRED_KEYS.items():
-        if key in config:
-            del config[key]
-            notes.append(f"note: config key {key} is no longer used and is ignored: {why}")
-    return notes
 
 
 def exit_with_config_error(e: BaseException) -> None:

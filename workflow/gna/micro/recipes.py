@@ -98,12 +98,6 @@ FAMILY_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def family_presets() -> dict[str, dict[str, Any]]:
-    """A deep copy of :data:`FAMILY_PRESETS` (safe to modify)."""
-    return copy.deepcopy(FAMILY_PRESETS)
-
-
-
 @dataclass(frozen=True)
 class PhaseConfig:
     """One phase of a multi-phase schedule (``TrainConfig.phases``).

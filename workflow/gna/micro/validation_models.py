@@ -13,7 +13,6 @@ docs/fast-scan.md has the training curves.
 """
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 # Phase 1 of the micro recipe (gna.micro.recipes): short rows, KV curriculum up to 16 pairs,
@@ -68,8 +67,3 @@ VALIDATION_MODELS: dict[str, dict[str, Any]] = {
         "train": _phase1(2000, {"kv8": 0.9, "kv16": 0.8, "knowledge": 0.9}),
     },
 }
-
-
-def validation_models() -> dict[str, dict[str, Any]]:
-    """A deep copy of :data:`VALIDATION_MODELS` (name -> family, seed, probe_pairs, model and train overrides)."""
-    return copy.deepcopy(VALIDATION_MODELS)

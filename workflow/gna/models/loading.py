@@ -9,9 +9,9 @@ from pathlib import Path
 import torch
 
 from ..jobs.devices import check_device
-from ..errors import GnaError, ModelLoadError
+from ..errors import GnaError, ModelLoadError, UnknownArchitectureError
 from .adapters import attach_adapter
-from .spec import ModelSpec, names_a_directory
+from .spec import ModelSpec, file_not_directory, names_a_directory
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
@@ -36,17 +36,37 @@ def _hub_config(spec: ModelSpec) -> dict | None:
 
 def _check_source(spec: ModelSpec) -> None:
     p = Path(spec.path).expanduser()
-    if p.is_file():
-        with open(p, "rb") as f:
-            gguf = f.read(4) == b"GGUF"
-        raise ModelLoadError(f"{spec.path!r} is a GGUF file, not a model directory: convert it once with `gna "
-                             f"convert-gguf {spec.path} --out DIR` (a study: models.<name>.gguf.file)" if gguf else
-                             f"{spec.path!r} is a file, not a model directory (one holding config.json and the weights)")
+    if problem := file_not_directory(spec.path):
+        raise ModelLoadError(problem)
     if p.is_dir():
         if not (p / "config.json").is_file():
             raise ModelLoadError(f"model directory {spec.path!r} has no config.json")
     elif names_a_directory(spec.path):
         raise ModelLoadError(f"model directory {spec.path!r} does not exist (and it is not a Hugging Face id)")
+
+
+def refuse_architecture(raw: dict, where: str) -> None:
+    """Refuse, from a model's ``config.json`` (``raw``) alone, a model type no adapter will describe:
+    one refused by name (:mod:`gna.models.refused`, with its reason) or one this transformers does
+    not know (its own message would send the user to upgrade, after minutes of nothing)."""
+    from .adapters import supported_families
+    from .refused import refusal_of
+
+    mtype = raw.get("model_type")
+    if not mtype or mtype in ("llamba", "gna_hybrid"):  # gna's own types (registered at load); none: inferred
+        return
+    arch = f"{(raw.get('architectures') or ['?'])[0]} (model_type {mtype!r})"
+    if reason := refusal_of(mtype):
+        raise UnknownArchitectureError(f"unsupported architecture {arch}: {reason}; supported families: "
+                                       f"{supported_families()}")
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    if mtype not in CONFIG_MAPPING_NAMES:
+        from transformers import __version__
+
+        raise UnknownArchitectureError(f"unsupported architecture {arch} in {where}: transformers {__version__} has "
+                                       f"no model type {mtype!r}, and no gna adapter describes it; supported "
+                                       f"families: {supported_families()}")
 
 
 def load_tokenizer(spec: ModelSpec):
@@ -146,6 +166,8 @@ def _load_model(spec: ModelSpec, with_tokenizer: bool):
     local = _local_config(spec.path) if Path(spec.path).is_dir() else None
     # A hub id's config decides the loader too (a Llamba id goes to the Llamba loader).
     raw = local if local is not None else _hub_config(spec)
+    if raw is not None and spec.family is None and not llamba.is_llamba_config(raw):  # refused before any weight
+        refuse_architecture(raw, f"{spec.path}/config.json" if local is not None else spec.path)
     if raw is not None:  # before any weight is read: no silent PyTorch SSM scan on a GPU
         from .ssm_kernels import require_fused_kernels
 

@@ -39,3 +39,19 @@ def names_a_directory(source: str) -> bool:
     ``.``, ``/`` or ``~`` first, or more than one ``/``. The loader and the config checks both ask
     this, so a missing directory is named as one in both places."""
     return source.startswith((".", "/", "~")) or source.count("/") > 1
+
+
+def file_not_directory(source: str) -> str | None:
+    """Where ``source`` is a file, the one line that says so (a GGUF file: with the command that
+    converts it); None otherwise. The loader and the config checks both say it, in these words."""
+    from pathlib import Path
+
+    path = Path(source).expanduser()
+    if not path.is_file():
+        return None
+    with open(path, "rb") as f:
+        gguf = f.read(4) == b"GGUF"
+    if gguf:
+        return (f"{source!r} is a GGUF file, not a model directory: convert it once with `gna convert-gguf {source} "
+                f"--out DIR` (a study: models.<name>.gguf.file)")
+    return f"{source!r} is a file, not a model directory (one holding config.json and the weights)"

@@ -17,7 +17,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import InterventionError
-from ..models import adapter_for
 from ..models.description import Mixer
 
 
@@ -147,7 +146,3 @@ def mixing_matrices(model: nn.Module, mixer: Mixer, input_ids: torch.Tensor,
         return mixer.module.mixing_matrix(hidden).float()
     raise InterventionError(f"no token-mixing matrix for {mixer.kind} mixers (layer {mixer.layer}); "
                             "supported: attention, mamba2, discrete-mamba2")
-
-
-def matrices_for(model: nn.Module, layer: int, kind: str | None, input_ids, attention_mask=None):
-    return mixing_matrices(model, adapter_for(model).describe().mixer(layer, kind), input_ids, attention_mask)

@@ -13,9 +13,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-FORMAT_RHO = 0.5
-"""Formats rank heads alike when every two usable formats' Spearman rho is at least this."""
-
 
 def _read(fig: Path, name: str) -> pd.DataFrame | None:
     p = Path(fig) / name

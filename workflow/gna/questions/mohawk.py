@@ -15,11 +15,38 @@ files for that teacher, which these blocks replace.
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pandas as pd
 
 from ..errors import ConfigError
 from ..scan import top_k
+
+
+def read_ranking(path) -> pd.DataFrame:
+    """A head ranking CSV (``gna scan``'s or the pipeline's ``ranking.csv``) with whole-number
+    ``rank``, ``layer`` and ``head``; anything else is refused in one line naming the file, and the
+    line of the first bad value."""
+    if not Path(path).is_file():
+        raise ConfigError(f"ranking {str(path)!r} does not exist")
+    try:
+        ranking = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:  # ValueError: not text
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(f"{path} is not a head ranking (a CSV with columns rank, layer, head, kind): "
+                          f"{reason}") from None
+    missing = {"rank", "layer", "head", "kind"} - set(ranking.columns)
+    if missing:
+        raise ConfigError(f"{str(path)!r} is not a head ranking: no column(s) {sorted(missing)}")
+    for column in ("rank", "layer", "head"):
+        numbers = pd.to_numeric(ranking[column], errors="coerce")
+        bad = ranking.index[numbers.isna() | (numbers % 1 != 0) | (numbers < 0)]
+        if len(bad):
+            row = bad[0]
+            raise ConfigError(f"{path} line {row + 2}: {column} {ranking[column][row]!r} is not a whole number "
+                              f"(a head ranking's {column} column)")
+        ranking[column] = numbers.astype(int)
+    return ranking
 
 
 def heads_for_mohawk(ranking: pd.DataFrame, k: int) -> list[tuple[int, int]]:

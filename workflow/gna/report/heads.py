@@ -11,9 +11,6 @@ import pandas as pd
 from ..experiments.pruning import metric_by
 from .common import fmt_spread, model_panels, published, save_figure, spread, write_table
 
-ROLE_TASKS = ("mmlu", "knowledge")
-
-
 FILTER_ORDER = ("none", "strict-match", "flexible-extract")
 
 

@@ -27,8 +27,8 @@ from ..errors import ConfigError
 from ..models import adapter_for
 from ..probes.scoring import EncodedProbe, ProbeScore, iter_batches, score
 from .exact import scan_heads
-from .guard_bounds import (FAMILYWISE_ALPHA, draws_to_level, guard_plan, mcnemar_p, plan_line,
-                           upper_bound)  # noqa: F401  upper_bound: importable from here, as before
+from .guard_bounds import FAMILYWISE_ALPHA, draws_to_level, guard_plan, mcnemar_p, plan_line, upper_bound
+from .guard_result import GuardHead, ScanGuard
 from .ranking import COLUMNS, logprob_resolution, select_mixers, tie_keys
 from .repeated_forwards import ResidualCache
 
@@ -73,24 +73,24 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
                         graddrop: bool = False, seed: int = 0, batch_size: int = 32, max_rows: int = 256,
                         kinds=None, layers=None, model_name: str = "", progress: bool = True,
                         baseline: ProbeScore | None = None, guard_level: float | None = None,
-                        ig_steps: int = 0, say: Callable[[str], None] | None = None) -> tuple[pd.DataFrame, dict]:
+                        ig_steps: int = 0, say: Callable[[str], None] | None = None) -> tuple[pd.DataFrame, ScanGuard]:
     """``(ranking, guard)`` for ``method`` ``atp`` or ``atp+exact`` (see the module docstring).
 
-    ``ranking``: the exact scan's ``COLUMNS`` plus ``EXTRA``. ``guard``: a dict with
-    the method, the candidates, the sample, how many sampled heads beat the ``guard_k``-th candidate
-    and the bound on the unverified heads that do.
+    ``ranking``: the exact scan's ``COLUMNS`` plus ``EXTRA``. ``guard``: a
+    :class:`gna.scan.guard_result.ScanGuard`: the method, the candidates, the sample, the sampled
+    heads that beat the ``guard_k``-th candidate and the bound on the unverified heads that do.
 
     ``guard_level``: a sequential guard. After the first ``guard_sample`` draws, more non-candidates
     are drawn (in the same seeded order) and ablated until the one-sided 95% bound on the share of
     non-candidate heads that beat the ``guard_k``-th candidate is at most ``guard_level``, or none is
-    left; ``guard["bound_share"]`` and ``guard["level_met"]`` say where it stopped. ``ig_steps``:
+    left; ``guard.bound_share`` and ``guard.level_met`` say where it stopped. ``ig_steps``:
     the integrated-gradients estimate (gna.scan.attribution.atp_scan) instead of plain AtP.
 
     Before any work, ``say`` (default: this module's log) gets the guard's cost in one line
     (:func:`gna.scan.guard_bounds.plan_line`), and one line per reason the probe cannot support the level
     (:func:`gna.scan.guard_bounds.guard_plan`); then the guard keeps its first ``guard_sample`` draws only.
     It also stops drawing, saying why, once its bar (the ``guard_k``-th candidate) proves not beyond
-    noise, or once its hits put the level out of reach (``guard["stopped"]``). Every exact pass
+    noise, or once its hits put the level out of reach (``guard.stopped``). Every exact pass
     reuses the first one's clean forwards (:class:`gna.scan.repeated_forwards.ResidualCache`).
     """
     say = say or log.info
@@ -115,9 +115,9 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
                 f"first {plan['heads_max'] - plan['candidates']} draws and states no bound at that level")
     est = atp_scan(model, encoded, mixers, batch_size=batch_size, score=atp_score, graddrop=graddrop,
                    progress=progress, ig_steps=ig_steps)
-    guard = dict(method=method, atp_score=atp_score, graddrop=graddrop, ig_steps=ig_steps, n_heads=len(est))
+    estimate = dict(method=method, atp_score=atp_score, graddrop=graddrop, ig_steps=ig_steps, n_heads=len(est))
     if method == "atp":
-        return _atp_only_rows(est, baseline.accuracy, encoded, model_name, 1), guard
+        return _atp_only_rows(est, baseline.accuracy, encoded, model_name, 1), ScanGuard(**estimate)
     order = by_magnitude(est)
     cand = order.head(candidates)
     rest = order.iloc[len(cand):]
@@ -173,43 +173,19 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
     hits = hits_in(sample)  # the same heads, now with their estimates beside them
     pick = sorted(draw_order[:n_drawn])
     unverified = rest.drop(rest.index[pick])
-    guard.update(candidates=len(cand), sampled=len(sample), guard_k=k,
-                 kth_candidate=None if bar is None else dict(layer=int(bar.layer), head=int(bar["head"]),
-                                                             kind=str(bar.kind), drop=float(bar["drop"])),
-                 sample_beats_kth=len(hits),
-                 beating_heads=[dict(layer=int(r.layer), head=int(r["head"]), kind=str(r.kind), drop=float(r["drop"]),
-                                     atp_drop=float(r.atp_drop)) for r in hits],
-                 unverified=len(unverified),
-                 unverified_beating_bound95=upper_bound(len(hits), len(sample), len(unverified)),
-                 bound_share=upper_bound(len(hits), len(sample), len(rest)) / max(1, len(rest)),
-                 guard_level=guard_level,
-                 level_met=None if guard_level is None else
-                 upper_bound(len(hits), len(sample), len(rest)) / max(1, len(rest)) <= guard_level,
-                 kth_candidate_p=bar_p, stopped=stopped, heads_max=plan["heads_max"],
-                 forwards_max=plan["forwards_max"], clean_forwards=residuals.forwards)
+    bound_share = upper_bound(len(hits), len(sample), len(rest)) / max(1, len(rest))
+    guard = ScanGuard(
+        **estimate, candidates=len(cand), sampled=len(sample), guard_k=k,
+        kth_candidate=None if bar is None else GuardHead(int(bar.layer), int(bar["head"]), str(bar.kind),
+                                                         float(bar["drop"])),
+        beating_heads=tuple(GuardHead(int(r.layer), int(r["head"]), str(r.kind), float(r["drop"]), float(r.atp_drop))
+                            for r in hits),
+        unverified=len(unverified), unverified_beating_bound95=upper_bound(len(hits), len(sample), len(unverified)),
+        bound_share=bound_share, guard_level=guard_level,
+        level_met=None if guard_level is None else bound_share <= guard_level,
+        kth_candidate_p=bar_p, stopped=stopped, heads_max=plan["heads_max"], forwards_max=plan["forwards_max"],
+        clean_forwards=residuals.forwards)
     tail = _atp_only_rows(unverified, float(exact.baseline_accuracy.iloc[0]), encoded, model_name, len(exact) + 1)
     ranking = pd.concat([exact[COLUMNS + EXTRA], tail], ignore_index=True)
     return ranking, guard
 
-
-def guard_summary(guard: dict) -> str:
-    """One line for the log and the CLI."""
-    if guard["method"] == "exact":
-        return f"exact: all {guard['n_heads']} heads ablated"
-    if guard["method"] == "atp":
-        return f"atp: {guard['n_heads']} heads ranked by the attribution estimate only (no ablation)"
-    kth = guard["kth_candidate"]
-    return (f"atp+exact: {guard['candidates']} candidates + {guard['sampled']} sampled of {guard['n_heads']} heads "
-            f"ablated exactly; {guard['sample_beats_kth']} sampled heads beat candidate #{guard['guard_k']}"
-            + (f" (L{kth['layer']}H{kth['head']} {kth['kind']}, drop {kth['drop']:.3f})" if kth else "")
-            + f"; 95% bound on unverified heads that would: {guard['unverified_beating_bound95']:.1f} "
-              f"of {guard['unverified']}"
-            + ("" if guard.get("guard_level") is None else
-               f" (share {guard['bound_share']:.2f}, level {guard['guard_level']:.2f} "
-               f"{'met' if guard['level_met'] else _not_met(guard)})"))
-
-
-def _not_met(guard: dict) -> str:
-    if guard.get("stopped"):
-        return f"NOT met: the guard stopped, {guard['stopped']}"
-    return "NOT met: every head was drawn"

@@ -12,6 +12,7 @@ from ..errors import ConfigError
 from ..probes.scoring import EncodedProbe, ProbeScore
 from .attribution_ranking import attribution_ranking
 from .exact import scan_heads
+from .guard_result import ScanGuard
 
 
 METHODS = ("exact", "atp", "atp+exact")
@@ -19,16 +20,16 @@ METHODS = ("exact", "atp", "atp+exact")
 
 def scan(model: nn.Module, encoded: EncodedProbe, method: str = "exact", batch_size: int = 32, max_rows: int = 256,
          kinds=None, layers=None, model_name: str = "", progress: bool = True, baseline: ProbeScore | None = None,
-         **atp) -> tuple[pd.DataFrame, dict]:
+         **atp) -> tuple[pd.DataFrame, ScanGuard]:
     """``(ranking, guard)`` by ``method``: ``exact`` is :func:`scan_heads` (the paper's ranking);
     ``atp`` and ``atp+exact`` are :func:`gna.scan.attribution_ranking.attribution_ranking`, which takes
     ``atp`` (candidates, guard_sample, guard_k, guard_level, atp_score, graddrop, ig_steps, seed; ``exact`` ignores
-    them)."""
+    them). ``guard``: a :class:`gna.scan.guard_result.ScanGuard`, how far the ranking was verified."""
     if method not in METHODS:
         raise ConfigError(f"scan.method = {method!r}: expected one of {', '.join(METHODS)}")
     common = dict(batch_size=batch_size, max_rows=max_rows, kinds=kinds, layers=layers, model_name=model_name,
                   progress=progress, baseline=baseline)
     if method == "exact":
         ranking = scan_heads(model, encoded, **common)
-        return ranking, dict(method="exact", n_heads=len(ranking))
+        return ranking, ScanGuard(method="exact", n_heads=len(ranking))
     return attribution_ranking(model, encoded, method, **atp, **common)

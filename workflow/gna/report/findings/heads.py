@@ -23,47 +23,50 @@ def head_keeping(fig: Path, settings: dict | None = None) -> list[dict]:
     (not below it by more); gather only, aggregate only, neither: MMLU near chance; knowledge within
     ``knowledge_tolerance`` of the minimal model's in all four. 'holds' needs every check; 'partly'
     where keeping both heads is still 10 points above every other condition."""
-    st = with_settings(settings)
-    chance = chance_of("mmlu", st["mmlu_chance"])
-    t = read_table(fig, "head_keeping.csv")
-    if t is None:
+    thresholds = with_settings(settings)
+    chance = chance_of("mmlu", thresholds["mmlu_chance"])
+    table = read_table(fig, "head_keeping.csv")
+    if table is None:
         return []
     rows = []
     claim = "Table 1: the two G&A heads alone keep MMLU; without either, chance; knowledge flat"
-    for (model, source), sub in t.groupby(["model", "source"], sort=False):
-        s = sub.set_index("condition")
-        if "mmlu" not in s or s["mmlu"].isna().all():
+    for (model, source), sub in table.groupby(["model", "source"], sort=False):
+        by_condition = sub.set_index("condition")
+        if "mmlu" not in by_condition or by_condition["mmlu"].isna().all():
             rows.append(dict(claim=claim, model=f"{model} ({source} heads)", verdict="n/a",
-                             evidence=str(s["note"].dropna().iloc[0]) if "note" in s and s["note"].notna().any()
-                             else "not run"))
+                             evidence=str(by_condition["note"].dropna().iloc[0])
+                             if "note" in by_condition and by_condition["note"].notna().any() else "not run"))
             continue
-        label = f"{model} ({source} heads {s.iloc[0]['gather']} + {s.iloc[0]['aggregate']})"
-        ref = minimal_scores(fig, model, st["tolerance"])
+        label = f"{model} ({source} heads {by_condition.iloc[0]['gather']} + {by_condition.iloc[0]['aggregate']})"
+        ref = minimal_scores(fig, model, thresholds["tolerance"])
         if ref is not None and near_chance(ref[0], chance, 100):
             rows.append(dict(claim=claim, model=label, verdict="n/a",
                              evidence=f"the minimal model is near chance on MMLU ({ref[0]:.1f})"))
             continue
-        mm, kn = s["mmlu"], s["knowledge"]
+        mmlu, knowledge = by_condition["mmlu"], by_condition["knowledge"]
         failed = []
         if ref is None:
             failed.append("the minimal model's scores are not in this run")
-        elif mm["both"] < ref[0] - 100 * st["tolerance"]:
-            failed.append(f"both kept: MMLU {mm['both']:.1f} below the minimal model's {ref[0]:.1f} by more than "
-                          f"{100 * st['tolerance']:.0f}")
+        elif mmlu["both"] < ref[0] - 100 * thresholds["tolerance"]:
+            failed.append(f"both kept: MMLU {mmlu['both']:.1f} below the minimal model's {ref[0]:.1f} by more "
+                          "than "
+                          f"{100 * thresholds['tolerance']:.0f}")
         for cond in ("gather_only", "aggregate_only", "neither"):
-            if not near_chance(mm[cond], chance, 100):
-                failed.append(f"{cond.replace('_', ' ')}: MMLU {mm[cond]:.1f} not near chance")
+            if not near_chance(mmlu[cond], chance, 100):
+                failed.append(f"{cond.replace('_', ' ')}: MMLU {mmlu[cond]:.1f} not near chance")
         if ref is not None:
-            off = [c for c in ("both", "gather_only", "aggregate_only", "neither")
-                   if abs(kn[c] - ref[1]) > 100 * st["knowledge_tolerance"]]
+            off = [cond for cond in ("both", "gather_only", "aggregate_only", "neither")
+                   if abs(knowledge[cond] - ref[1]) > 100 * thresholds["knowledge_tolerance"]]
             if off:
-                failed.append("knowledge off the minimal model's in " + ", ".join(c.replace("_", " ") for c in off))
-        others = max(mm["gather_only"], mm["aggregate_only"], mm["neither"])
-        rows.append(dict(claim=claim, model=label, verdict=judge(not failed, mm["both"] - others >= 10),
+                failed.append("knowledge off the minimal model's in "
+                              + ", ".join(cond.replace("_", " ") for cond in off))
+        others = max(mmlu["gather_only"], mmlu["aggregate_only"], mmlu["neither"])
+        rows.append(dict(claim=claim, model=label, verdict=judge(not failed, mmlu["both"] - others >= 10),
                          evidence=(f"minimal model MMLU {ref[0]:.1f}, knowledge {ref[1]:.1f}; " if ref else "")
-                                  + f"MMLU both {mm['both']:.1f}, gather only {mm['gather_only']:.1f}, aggregate "
-                                    f"only {mm['aggregate_only']:.1f}, neither {mm['neither']:.1f}; knowledge "
-                                  + " / ".join(f"{kn[c]:.1f}" for c in ("both", "gather_only", "aggregate_only", "neither"))
+                                  + f"MMLU both {mmlu['both']:.1f}, gather only {mmlu['gather_only']:.1f}, aggregate "
+                                    f"only {mmlu['aggregate_only']:.1f}, neither {mmlu['neither']:.1f}; knowledge "
+                                  + " / ".join(f"{knowledge[cond]:.1f}"
+                                               for cond in ("both", "gather_only", "aggregate_only", "neither"))
                                   + " (paper: MMLU 66.3 / 25.6 / 24.4 / 25.6)"
                                   + (f" (failed: {'; '.join(failed)})" if failed else "")))
     return rows
@@ -127,53 +130,63 @@ def topk(fig: Path, name: str, claim: str, retrieval: list[str], knowledge: list
     draws at least: the ranked mean over the retrieval tasks below the mean of the tasks' lowest
     random scores (which is at most any one draw's mean: a conservative test); without the control,
     a fall of 5 points and knowledge held."""
-    st = with_settings(settings)
-    t = read_table(fig, name)
-    if t is None:
+    thresholds = with_settings(settings)
+    table = read_table(fig, name)
+    if table is None:
         return []
     rows = []
-    for model, sub in t.groupby("model", sort=False):
+    for model, sub in table.groupby("model", sort=False):
         sub = sub.sort_values("k")
-        lo, hi = sub.iloc[0], sub.iloc[-1]
-        present = [c for c in retrieval if c in sub and pd.notna(lo[c])]
-        r = [c for c in present if not near_chance(lo[c], chance_of(c, st["mmlu_chance"]), 100)]
-        k = [c for c in knowledge if c in sub]
-        if not present or not k:
+        smallest_k, largest_k = sub.iloc[0], sub.iloc[-1]  # rows of the table: task scores by column
+        measured = [task for task in retrieval if task in sub and pd.notna(smallest_k[task])]
+        retrieval_tasks = [task for task in measured
+                           if not near_chance(smallest_k[task], chance_of(task, thresholds["mmlu_chance"]), 100)]
+        knowledge_tasks = [task for task in knowledge if task in sub]
+        if not measured or not knowledge_tasks:
             continue
-        skipped = [c for c in present if c not in r]
-        if not r:
+        skipped = [task for task in measured if task not in retrieval_tasks]
+        if not retrieval_tasks:
             rows.append(dict(claim=claim, model=model, verdict="n/a",
                              evidence="the unmodified model is near chance on " + ", ".join(
-                                 f"{c} ({lo[c]:.1f})" for c in skipped)))
+                                 f"{task} ({smallest_k[task]:.1f})" for task in skipped)))
             continue
-        r_drop = sum(lo[c] - hi[c] for c in r) / len(r)
-        k_drop = sum(lo[c] - hi[c] for c in k) / len(k)
-        kept = k_drop <= 100 * st["knowledge_tolerance"]
-        falls = r_drop >= 5
-        evidence = f"k {int(lo.k)} -> {int(hi.k)}: " + ", ".join(f"{c} {lo[c]:.1f} -> {hi[c]:.1f}" for c in r + k)
-        randoms = [c for c in r if f"random_{c}" in sub and pd.notna(hi.get(f"random_{c}"))]
-        if randoms and len(randoms) == len(r):
-            draws = int(hi.random_draws) if pd.notna(hi.get("random_draws")) else 1
-            ranked_mean = sum(hi[c] for c in r) / len(r)
-            random_floor = sum(hi[f"random_{c}_min"] for c in r) / len(r)
+
+        def mean_fall(tasks: list[str]) -> float:
+            return sum(smallest_k[task] - largest_k[task] for task in tasks) / len(tasks)
+
+        retrieval_fall, knowledge_fall = mean_fall(retrieval_tasks), mean_fall(knowledge_tasks)
+        kept = knowledge_fall <= 100 * thresholds["knowledge_tolerance"]
+        falls = retrieval_fall >= 5
+        evidence = f"k {int(smallest_k.k)} -> {int(largest_k.k)}: " + ", ".join(
+            f"{task} {smallest_k[task]:.1f} -> {largest_k[task]:.1f}" for task in retrieval_tasks + knowledge_tasks)
+        with_control = [task for task in retrieval_tasks
+                        if f"random_{task}" in sub and pd.notna(largest_k.get(f"random_{task}"))]
+        if with_control and len(with_control) == len(retrieval_tasks):
+            draws = int(largest_k.random_draws) if pd.notna(largest_k.get("random_draws")) else 1
+            ranked_mean = sum(largest_k[task] for task in retrieval_tasks) / len(retrieval_tasks)
+            random_floor = sum(largest_k[f"random_{task}_min"] for task in retrieval_tasks) / len(retrieval_tasks)
             beyond = ranked_mean < random_floor
-            on_mean = sum(hi[f"random_{c}"] - hi[c] for c in r) / len(r) > 0
+            on_mean = sum(largest_k[f"random_{task}"] - largest_k[task]
+                          for task in retrieval_tasks) / len(retrieval_tasks) > 0
             ok = falls and kept and beyond and draws >= 2
-            evidence += ("; random k = " + str(int(hi.k)) + f" (mean [min, max] over {draws} draws): " + ", ".join(
-                f"{c} {hi[f'random_{c}']:.1f} [{hi[f'random_{c}_min']:.1f}, {hi[f'random_{c}_max']:.1f}]" for c in r)
-                + f"; retrieval mean ranked {ranked_mean:.1f} vs random at least {random_floor:.1f}")
+            evidence += ("; random k = " + str(int(largest_k.k)) + f" (mean [min, max] over {draws} draws): "
+                         + ", ".join(f"{task} {largest_k[f'random_{task}']:.1f} "
+                                     f"[{largest_k[f'random_{task}_min']:.1f}, {largest_k[f'random_{task}_max']:.1f}]"
+                                     for task in retrieval_tasks)
+                         + f"; retrieval mean ranked {ranked_mean:.1f} vs random at least {random_floor:.1f}")
             failed = ([] if falls else ["retrieval falls less than 5 points"]) + (
-                [] if kept else [f"knowledge falls {k_drop:.1f} points"]) + (
+                [] if kept else [f"knowledge falls {knowledge_fall:.1f} points"]) + (
                 [] if beyond else [f"ranked removal's retrieval mean {ranked_mean:.1f} not below every random "
                                    f"draw's (the tasks' lowest random scores average {random_floor:.1f})"]) + (
                 [] if draws >= 2 else ["one random draw: no spread"])
             verdict = judge(ok, falls and on_mean)
         else:
             failed = ([] if falls else ["retrieval falls less than 5 points"]) + (
-                [] if kept else [f"knowledge falls {k_drop:.1f} points"])
-            verdict = judge(falls and kept, r_drop > k_drop)
+                [] if kept else [f"knowledge falls {knowledge_fall:.1f} points"])
+            verdict = judge(falls and kept, retrieval_fall > knowledge_fall)
         if skipped:
-            evidence += "; left out, the unmodified model near chance: " + ", ".join(f"{c} ({lo[c]:.1f})" for c in skipped)
+            evidence += "; left out, the unmodified model near chance: " + ", ".join(
+                f"{task} ({smallest_k[task]:.1f})" for task in skipped)
         rows.append(dict(claim=claim, model=model, verdict=verdict,
                          evidence=evidence + (f" (failed: {'; '.join(failed)})" if failed else "")))
     return rows
