@@ -91,14 +91,15 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
              batch_size: int = 32, max_length: int | None = 2048, limit: int | None = None,
              chat_tasks: tuple[str, ...] = (), num_fewshot: int | dict | None = 0,
              add_bos_token: bool | None = None, fewshot_as_multiturn: bool = False,
-             task_definitions: str = INSTALLED) -> Scores:
+             task_definitions: str = INSTALLED, shared_prefix: bool = False) -> Scores:
     """The :class:`Scores` of ``model`` under ``interventions`` (stderr dropped).
 
     ``add_bos_token``: ``None`` = the tokenizer's default (lm-eval 0.4.13's), ``False`` = 0.4.7's;
     ``max_length``: ``None`` = from the model config (n_positions, max_position_embeddings, n_ctx),
     else the tokenizer's, as lm-eval does. Tasks in ``chat_tasks`` run with the tokenizer's chat
     template (ARC-C "chat"). Tasks run in groups of equal (chat, few-shot), each group one
-    ``simple_evaluate`` call."""
+    ``simple_evaluate`` call. ``shared_prefix``: each distinct context runs once
+    (:mod:`.shared_prefix`; the same log-probabilities up to float rounding)."""
     import torch
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
@@ -107,7 +108,9 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
     if limit is not None and set(tasks) & set(local_mmlu.TASKS):
         raise ConfigError(f"eval.limit = {limit} would score the first questions of the local MMLU sample, a few "
                           "subjects only: set benchmarks.mmlu.size instead")
-    lm = encoding_once(HFLM)(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=max_length,
+    from .shared_prefix import sharing_contexts
+
+    lm = encoding_once(sharing_contexts(HFLM) if shared_prefix else HFLM)(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=max_length,
                              add_bos_token=add_bos_token, softmax_dtype=torch.float32)
     settings = {"add_bos_token": starts_with_bos(lm, tokenizer), "max_length": int(lm.max_length),
                 "fewshot_as_multiturn": fewshot_as_multiturn, "task_definitions": task_definitions}

@@ -28,6 +28,7 @@ def evaluation_rows(spec: dict, tasks: list[str], interventions: list[dict], eva
                        limit=eval_cfg["limit"], chat_tasks=tuple(eval_cfg["chat_tasks"]),
                        num_fewshot=eval_cfg["num_fewshot"], add_bos_token=eval_cfg["add_bos_token"],
                        fewshot_as_multiturn=eval_cfg["fewshot_as_multiturn"],
-                       task_definitions=eval_cfg["task_definitions"])
+                       task_definitions=eval_cfg["task_definitions"],
+                       shared_prefix=eval_cfg.get("shared_prefix", False))
     return tidy(results, eval_cfg["num_fewshot"], **fields, intervention=label(interventions),
                 config_hash=config_hash([spec, tasks, interventions, eval_cfg]), **provenance())

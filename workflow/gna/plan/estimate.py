@@ -173,7 +173,14 @@ def eval_tasks(hw: Hardware, info: ModelInfo, tasks, eval_cfg: dict, layers: flo
         t = task_size(task, limit)
         secs += hw.task_setup_s
         longest = t["max_tokens"] if max_len is None else min(t["max_tokens"], int(max_len))
-        if t["output"] == "loglikelihood":
+        if t["output"] == "loglikelihood" and eval_cfg.get("shared_prefix") and info.family == "attention":
+            # gna.evaluation.shared_prefix: the context once without logits (but its last position),
+            # then every choice's continuation with logits
+            cont = t["docs"] * t.get("choices", 1) * t.get("cont_tokens", 1)
+            body = t["docs"] * t["ctx_tokens"] * info.flops_per_token(t["ctx_tokens"], layers, logits=False)
+            secs += repeats * (body + (cont + t["docs"]) * info.flops_per_token(t["ctx_tokens"], layers)) / r
+            peak = max(peak, forward_peak_bytes(hw, info, B, longest))
+        elif t["output"] == "loglikelihood":
             fwd = t["docs"] * (1 if t.get("shared") else t.get("choices", 1))
             tokens = fwd * (t["ctx_tokens"] + t.get("cont_tokens", 1)) * hw.padding_waste
             secs += repeats * tokens * info.flops_per_token(t["ctx_tokens"], layers) / r
