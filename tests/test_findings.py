@@ -296,3 +296,57 @@ def test_redundancy_compares_the_same_share_of_each_models_heads(tmp_path):
     assert "att 0.60 (2 of 20 heads, 4 per layer)" in r["evidence"] and "ssm 0.90 (4 of 40 heads" in r["evidence"]
     ranking("ssm", "mamba2", [0.2, 0.1, 0.1, 0.1] + [0.0] * 36, 8).to_csv(paths["ssm"], index=False)
     assert one(findings.redundancy(tmp_path, rankings=paths))["verdict"] == "holds"
+
+
+# --- on a sampled benchmark: n, intervals, and "not resolved" within them -----------------------
+
+def test_a_sampled_accuracy_prints_its_count_and_interval_and_a_drop_its_newcombe_interval():
+    from gna.report.findings.sampled import acc, count, drop_interval
+
+    assert acc(40 / 91, 91) == "0.44 (40/91, 0.34-0.55)" and acc(0.44, None) == "0.44"
+    assert count(43.96 / 100, 91) == 40                       # a table's rounded percent
+    with pytest.raises(ValueError):
+        count(0.5, 91)                                         # 45.5 of 91: not a count
+    d, low, high = drop_interval(40 / 91, 23 / 91, 91)         # .44 -> .25: beyond the interval
+    assert low > 0 and low < d < high
+    d, low, high = drop_interval(40 / 91, 33 / 91, 91)         # .44 -> .36: within it
+    assert low < 0 < high
+    # Newcombe's hybrid score interval, method 10 (Newcombe 1998, Table II, 56/70 - 48/80): .0524 to .3339
+    from gna.report.findings.sampled import wilson
+    import math
+    (la, ua), (lb, ub) = wilson(56, 70), wilson(48, 80)
+    lo = 0.2 - math.sqrt((0.8 - la) ** 2 + (ub - 0.6) ** 2)
+    hi = 0.2 + math.sqrt((ua - 0.8) ** 2 + (0.6 - lb) ** 2)
+    assert (round(lo, 4), round(hi, 4)) == (0.0524, 0.3339)
+
+
+def test_fig2_on_a_sample_holds_only_beyond_the_interval(tmp_path):
+    n = 91
+    settings = {"mmlu_n": n, "paper_beside": True}
+    # full .44, minimal depth 3, .25 below it: the collapse is beyond the interval
+    write(tmp_path, "layer_pruning.csv", gradual_table([23 / n, 23 / n, 40 / n, 40 / n, 40 / n], minimal=3,
+                                                       knowledge=[33 / n] * 5))
+    r = one(findings.gradual(tmp_path, settings))
+    assert r["verdict"] == "holds" and "(40/91, 0.34-0.55)" in r["evidence"] and "drop +0.19 [" in r["evidence"]
+    assert "Llama-3.1-8B (paper)" in r["evidence"]
+    # the same shape with a drop of 8 answers: past the collapse threshold, within the interval
+    write(tmp_path, "layer_pruning.csv", gradual_table([28 / n, 28 / n, 36 / n, 36 / n, 36 / n], minimal=3,
+                                                       knowledge=[33 / n] * 5))
+    assert one(findings.gradual(tmp_path, {**settings, "collapse": 0.5}))["verdict"] == "not resolved"
+    assert one(findings.gradual(tmp_path, {"collapse": 0.5}))["verdict"] == "holds"   # unsampled: thresholds only
+
+
+def test_table1_on_a_sample_holds_only_beyond_the_interval(tmp_path):
+    n = 91
+    pct = {c: 100 * k / n for c, k in {"both": 40, "aggregate_only": 23, "gather_only": 24, "neither": 22}.items()}
+    flat = {c: 100 * 33 / n for c in pct}
+    write(tmp_path, "layer_pruning.csv", gradual_table([0.25, 0.30, 40 / n, 40 / n], minimal=3,
+                                                       knowledge=[0.3, 0.33, 33 / n, 33 / n]))
+    rows = [dict(model="m", source="discovered", condition=c, gather="L2H1", aggregate="L3H0", kept="", mmlu=pct[c],
+                 knowledge=flat[c]) for c in pct]
+    write(tmp_path, "head_keeping.csv", rows)
+    r = one(findings.head_keeping(tmp_path, {"mmlu_n": n}))
+    assert r["verdict"] == "holds" and "n = 91 questions" in r["evidence"]
+    close = {**pct, "both": 100 * 32 / n}          # 32 vs 24 of 91: 9 points, within the interval
+    write(tmp_path, "head_keeping.csv", [{**row, "mmlu": close[row["condition"]]} for row in rows])
+    assert one(findings.head_keeping(tmp_path, {"mmlu_n": n, "tolerance": 0.1}))["verdict"] == "not resolved"

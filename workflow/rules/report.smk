@@ -10,7 +10,10 @@ rule findings:
     params:
         # the thresholds the verdicts use (gna.report.findings): the layer-pruning experiment's
         settings={key: LAYER_PRUNING.get(key) for key in ("mmlu_chance", "tolerance", "collapse",
-                                                          "knowledge_tolerance")},
+                                                          "knowledge_tolerance")}
+        # on the local MMLU sample: accuracies with n and interval, and (the models not being the
+        # paper's) the paper's Llama-3.1-8B beside them
+        | ({"mmlu_n": config["benchmarks"]["mmlu"]["size"], "paper_beside": True} if local_task_inputs() else {}),
         rankings={m: f"results/scan/{m}.ranking.csv" for m in SCAN_MODELS},
     log:
         "logs/figures/findings.log",

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..common import chance_of, near_chance
 from .pruning import minimal_scores
+from .sampled import acc, drop_interval, drop_text, resolved
 from .verdicts import judge, read_table, with_settings
 
 REDUNDANCY_SHARE = 0.10
@@ -61,13 +62,19 @@ def head_keeping(fig: Path, settings: dict | None = None) -> list[dict]:
                 failed.append("knowledge off the minimal model's in "
                               + ", ".join(cond.replace("_", " ") for cond in off))
         others = max(mmlu["gather_only"], mmlu["aggregate_only"], mmlu["neither"])
-        rows.append(dict(claim=claim, model=label, verdict=judge(not failed, mmlu["both"] - others >= 10),
+        verdict, n = judge(not failed, mmlu["both"] - others >= 10), thresholds.get("mmlu_n")
+        sampled = ""
+        if n:   # both kept against the best of the others, beyond the interval of the difference
+            verdict = resolved(verdict, drop_interval(mmlu["both"] / 100, others / 100, n)[1] > 0)
+            sampled = (f"; n = {n} questions: MMLU both {acc(mmlu['both'] / 100, n)}, the best other "
+                       f"{acc(others / 100, n)}, {drop_text(mmlu['both'] / 100, others / 100, n)}")
+        rows.append(dict(claim=claim, model=label, verdict=verdict,
                          evidence=(f"minimal model MMLU {ref[0]:.1f}, knowledge {ref[1]:.1f}; " if ref else "")
                                   + f"MMLU both {mmlu['both']:.1f}, gather only {mmlu['gather_only']:.1f}, aggregate "
                                     f"only {mmlu['aggregate_only']:.1f}, neither {mmlu['neither']:.1f}; knowledge "
                                   + " / ".join(f"{knowledge[cond]:.1f}"
                                                for cond in ("both", "gather_only", "aggregate_only", "neither"))
-                                  + " (paper: MMLU 66.3 / 25.6 / 24.4 / 25.6)"
+                                  + " (paper: MMLU 66.3 / 25.6 / 24.4 / 25.6)" + sampled
                                   + (f" (failed: {'; '.join(failed)})" if failed else "")))
     return rows
 

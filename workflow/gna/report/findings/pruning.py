@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..common import chance_of, near_chance
+from .sampled import PAPER_LLAMA_8B, acc, drop_interval, drop_text, resolved
 from .verdicts import judge, read_table, with_settings
 
 
@@ -68,14 +69,22 @@ def gradual(fig: Path, settings: dict | None = None) -> list[dict]:
                     f"under {st['collapse']:.0%}"])
         holds_part = within and cut
         first = g.iloc[0]
-        rows.append(dict(claim=claim, model=model, verdict=judge(holds_part and collapsed, holds_part or collapsed),
-                         evidence=f"MMLU {full.mmlu:.2f} at {int(full.depth)} layers, at least "
-                                  f"{kept.mmlu.min():.2f} down to the minimal depth {minimal}"
-                                  + (f"; {below.mmlu.iloc[0]:.2f} at {minimal - 1} ({lost:.0%} of the above-chance "
+        n = st.get("mmlu_n")
+        verdict = judge(holds_part and collapsed, holds_part or collapsed)
+        sampled = ""
+        if n and not below.empty:   # the collapse beyond its interval, or not resolved
+            verdict = resolved(verdict, drop_interval(full.mmlu, below.mmlu.iloc[0], n)[1] > 0)
+            sampled = f"; MMLU {drop_text(full.mmlu, below.mmlu.iloc[0], n)} from the full model to {minimal - 1} layers"
+        rows.append(dict(claim=claim, model=model, verdict=verdict,
+                         evidence=f"MMLU {acc(full.mmlu, n)} at {int(full.depth)} layers, at least "
+                                  f"{acc(kept.mmlu.min(), n)} down to the minimal depth {minimal}"
+                                  + (f"; {acc(below.mmlu.iloc[0], n)} at {minimal - 1} ({lost:.0%} of the above-chance "
                                      f"MMLU lost)" if not below.empty else "")
-                                  + (f"; {first.mmlu:.2f} at {int(first.depth)}" if first.depth < minimal - 1 else "")
-                                  + f"; knowledge {full.knowledge:.2f} -> "
-                                    f"{first.knowledge:.2f}" + (f" (failed: {'; '.join(failed)})" if failed else "")))
+                                  + (f"; {acc(first.mmlu, n)} at {int(first.depth)}" if first.depth < minimal - 1 else "")
+                                  + f"; knowledge {acc(full.knowledge, n)} -> "
+                                    f"{acc(first.knowledge, n)}" + sampled
+                                  + (f" (failed: {'; '.join(failed)})" if failed else "")
+                                  + (f". {PAPER_LLAMA_8B['gradual']}" if st.get("paper_beside") else "")))
     return rows
 
 
@@ -107,12 +116,21 @@ def individual(fig: Path, settings: dict | None = None) -> list[dict]:
         else:
             verdict = "partly" if not collapsed.empty else "does not hold"
             shown = collapsed if not collapsed.empty else sub.loc[[sub.mmlu.idxmin()]]
+        n = st.get("mmlu_n")
+        if n and not critical.empty:
+            # a critical layer: MMLU's drop beyond its interval and above the knowledge drop's interval
+            verdict = resolved(verdict, any(
+                drop_interval(base.mmlu, r.mmlu, n)[1] > max(0.0, drop_interval(base.knowledge, r.knowledge, n)[2])
+                for r in critical.itertuples()))
         rows.append(dict(claim=claim, model=model, verdict=verdict,
-                         evidence=f"minimal model MMLU {base.mmlu:.2f}, knowledge {base.knowledge:.2f}; "
-                                  + "; ".join(f"without {r.layers}: MMLU {r.mmlu:.2f}, knowledge {r.knowledge:.2f}"
+                         evidence=f"minimal model MMLU {acc(base.mmlu, n)}, knowledge {acc(base.knowledge, n)}; "
+                                  + "; ".join(f"without {r.layers}: MMLU {acc(r.mmlu, n)}, knowledge {acc(r.knowledge, n)}"
+                                              + (f" (MMLU {drop_text(base.mmlu, r.mmlu, n)}, knowledge "
+                                                 f"{drop_text(base.knowledge, r.knowledge, n)})" if n else "")
                                               for r in shown.itertuples())
                                   + ("" if not critical.empty else
-                                     " (no layer collapses MMLU with knowledge kept: no critical layer)")))
+                                     " (no layer collapses MMLU with knowledge kept: no critical layer)")
+                                  + (f". {PAPER_LLAMA_8B['individual']}" if st.get("paper_beside") else "")))
     return rows
 
 
