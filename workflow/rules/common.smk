@@ -228,7 +228,8 @@ def paper_keys(models):
 def all_targets():
     targets = (expand("results/scan/{model}.ranking.csv", model=SCAN_MODELS)
                + expand(f"{FIGURES}/explorer/{{model}}.html", model=SCAN_MODELS)
-               + [f"{FIGURES}/head_ranking.png", f"{FIGURES}/head_ranking.md"])
+               + [f"{FIGURES}/head_ranking.png", f"{FIGURES}/head_ranking.md"]
+               + ([f"{FIGURES}/scan_agreement.md"] if config["scan"]["check_models"] else []))
     if "layer_pruning" in EXPERIMENTS:
         targets += [f"{FIGURES}/gradual_pruning.png", f"{FIGURES}/individual_pruning.png"]
     if "head_keeping" in EXPERIMENTS:
@@ -268,9 +269,9 @@ def scan_method(model):
 
 
 def scan_probe(scan_dir):
-    """results/scan ranks on the G&A probe (kv_probe.separator); results/scan_distill on the
-    follow-up's (hybrid_distillation.kv_separator), for the distilled teacher."""
-    sep = None if scan_dir == "scan" else DISTILL_SEPARATOR
+    """results/scan (and scan_fast, its atp+exact check) ranks on the G&A probe (kv_probe.separator);
+    results/scan_distill on the follow-up's (hybrid_distillation.kv_separator), for the distilled teacher."""
+    sep = None if scan_dir in ("scan", "scan_fast") else DISTILL_SEPARATOR
     return probe_path(separator=sep)
 
 

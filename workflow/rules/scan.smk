@@ -11,7 +11,7 @@ rule head_scan:
         ranking="results/{scan_dir}/{model}.ranking.csv",
         ga="results/{scan_dir}/{model}.ga.csv",
     wildcard_constraints:
-        scan_dir="scan|scan_distill",
+        scan_dir="scan|scan_distill|scan_fast",
     params:
         spec=lambda wc: model_spec(wc.model),
         batch_size=config["scan"]["batch_size"],
@@ -20,7 +20,7 @@ rule head_scan:
         classify_examples=config["scan"]["classify_examples"],
         threshold=config["scan"]["threshold"],
         probe_check=config["scan"]["probe_check"],
-        method=lambda wc: scan_method(wc.model),
+        method=lambda wc: "atp+exact" if wc.scan_dir == "scan_fast" else scan_method(wc.model),
         atp={k: config["scan"][k] for k in ("candidates", "guard_sample", "guard_k", "guard_level", "atp_score")}
         | {"graddrop": config["scan"]["atp_graddrop"], "seed": config["kv_probe"]["seed"]},
     threads: THREADS
@@ -32,6 +32,25 @@ rule head_scan:
         MODEL_ENV
     script:
         "../scripts/head_scan.py"
+
+
+# The fast scan held to the exact one on a real model (scan.check_models, ranked exactly): atp+exact on
+# the same probe into results/scan_fast/, and how many of the exact top k it finds (gna.scan.agreement).
+rule scan_agreement:
+    input:
+        exact=expand("results/scan/{model}.ranking.csv", model=config["scan"]["check_models"]),
+        fast=expand("results/scan_fast/{model}.ranking.csv", model=config["scan"]["check_models"]),
+    output:
+        csv=f"{FIGURES}/scan_agreement.csv",
+        md=report(f"{FIGURES}/scan_agreement.md", caption="../report/scan_agreement.rst", category="Head ranking"),
+    params:
+        models=config["scan"]["check_models"],
+    log:
+        "logs/figures/scan_agreement.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/scan_agreement.py"
 
 
 rule head_ranking_figure:

@@ -160,6 +160,12 @@ def check(config: dict, model_source) -> dict[str, tuple[int | None, int | None]
 
     known("scan.models", config["scan"]["models"])
     known("scan.method_by_model", config["scan"].get("method_by_model", {}))
+    for m in config["scan"].get("check_models") or []:
+        method = config["scan"].get("method_by_model", {}).get(m, config["scan"]["method"])
+        if m not in config["scan"]["models"] or method != "exact":
+            raise StudyConfigError(f"config error: scan.check_models names {m!r}, which the study does not rank "
+                                   f"exactly (scan.models and scan.method / method_by_model): no exact ranking to "
+                                   f"hold the fast scan to")
     for exp, ecfg in (config.get("experiments") or {}).items():
         known(f"experiments.{exp}.models", ecfg.get("models") or [])
         if exp == "memory" or "models" not in ecfg:  # layer_swap, hybrid_distillation: check_hybrid
