@@ -6,6 +6,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from gna.config import checks as config_checks
+from gna.evaluation.local_mmlu import TASKS as LOCAL_MMLU_TASKS
 from gna.experiments.distill_variants import WILDCARD as VARIANT_WILDCARD
 from gna.experiments.distill_variants import distill_variants
 from gna.experiments.distill_ranks import check_split, cpus_per_rank, launch_resources, stage_world
@@ -91,12 +92,11 @@ def n_layers(name):
 # The local MMLU tasks (benchmarks.smk builds them from the pinned test set): where the study's
 # tasks name one, every evaluation job reads the sample there.
 LOCAL_MMLU_DIR = "results/benchmarks/mmlu/tasks"
-LOCAL_MMLU_TASKS = {"mmlu_local", "mmlu_local_cloze"}
 
 
 def local_task_inputs():
     """The local task files the study's evaluations read (the local MMLU sample), or none."""
-    return [f"{LOCAL_MMLU_DIR}/mmlu_sample.jsonl"] if LOCAL_MMLU_TASKS & set(tasks_of("mmlu", "knowledge")) else []
+    return [f"{LOCAL_MMLU_DIR}/mmlu_sample.jsonl"] if set(LOCAL_MMLU_TASKS) & set(tasks_of("mmlu", "knowledge")) else []
 
 
 def model_input(name):

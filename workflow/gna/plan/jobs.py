@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from ..config.architectures import config_of
+from ..evaluation import local_mmlu
 from ..experiments.distill_ranks import stage_world
 from ..experiments.distill_variants import parse_variant
 from . import estimate as E
@@ -106,7 +107,7 @@ class Study:
         self.exps = config["experiments"]
         self.eval = {**config["eval"]}
         local = config.get("benchmarks", {}).get("mmlu", {}).get("size")
-        if local and {"mmlu_local", "mmlu_local_cloze"} & set(self.tasks("mmlu", "knowledge")):
+        if local and set(local_mmlu.TASKS) & set(self.tasks("mmlu", "knowledge")):
             # the local MMLU tasks hold the sample (benchmarks.mmlu.size), not the 14,042 questions
             self.eval["limit"] = min(local, self.eval.get("limit") or local)
 
@@ -200,7 +201,7 @@ def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
         student = s.info(sw["student"]) if sw.get("student") else E.student_info(s.info(sw["teacher"]), 0, 64)
         return _eval_job(s, student, s.tasks("mmlu", "knowledge"), extra_models=(s.info(wc["teacher"]),))
     if rule == "mmlu_baseline":  # both local MMLU formats over the sample (benchmarks.smk)
-        local = ["mmlu_local", "mmlu_local_cloze"]
+        local = list(local_mmlu.TASKS)
         info = s.info(wc["model"])
         secs, peak = E.eval_tasks(hw, info, local, {**s.eval, "limit": cfg["benchmarks"]["mmlu"]["size"]})
         return Estimate(gpu_gb=peak / GB, host_gb=E.host_gb(hw, info), hours=(secs + E.load_seconds(hw, info)) / 3600)
