@@ -51,11 +51,12 @@ try:
     include: "workflow/rules/questions.smk"  # the open questions: pairs, formats, seeds, paths, mohawk export
     include: "workflow/rules/benchmarks.smk"  # benchmarks from local files: `snakemake mmlu_baselines`
     include: "workflow/rules/report.smk"
-    include: "workflow/rules/batch.smk"  # micro scale: several conditions per job (batch_conditions)
     include: "workflow/rules/micro.smk"
     include: "workflow/rules/validation.smk"  # `snakemake retrain_validation_models`: the fast scan's test models
     include: "workflow/rules/check.smk"  # `snakemake check_figures`: against the committed figures/
     include: "workflow/rules/plan.smk"  # `snakemake plan`: the resource plan, not part of all
+    # After every rule file, as `rule all`: micro scale's batches of the rules they declare (batch_conditions)
+    include: "workflow/rules/batch.smk"
 except GnaError as e:  # a config value refused while the rules are read: one line
     exit_with_config_error(e)
 
@@ -64,3 +65,7 @@ rule all:
     input:
         all_targets(),
     default_target: True
+
+
+# A dry run asked for the declarations (gna.plan.dag_jobs) gets them.
+EXPERIMENT_REGISTRY.dump()

@@ -174,7 +174,8 @@ def test_check_profile_names_a_job_that_does_not_fit():
 
 
 def test_a_stage_on_more_gpus_takes_less_wall_time_at_the_same_memory_per_gpu():
-    from gna.plan.jobs import Study, _training
+    from gna.plan.jobs import Study
+    from gna.plan.ranks import training_estimate as _training
 
     cfg = with_defaults(yaml.safe_load(PAPER.read_text()))
     s, d = Study(cfg, Hardware()), cfg["experiments"]["hybrid_distillation"]

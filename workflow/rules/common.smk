@@ -7,6 +7,7 @@ from snakemake.utils import validate
 
 from gna.config import checks as config_checks
 from gna.evaluation.local_mmlu import TASKS as LOCAL_MMLU_TASKS
+from gna.experiments.registry import Estimator, Registry, Section
 from gna.experiments.distill_variants import WILDCARD as VARIANT_WILDCARD
 from gna.experiments.distill_variants import distill_variants
 from gna.experiments.distill_ranks import check_split, cpus_per_rank, launch_resources, stage_world
@@ -205,122 +206,25 @@ def k_values(experiment, model):
     return e.get("k_by_model", {}).get(model, e["k"])
 
 
-def random_draws(name):
-    """Seeds of the random-k control (k random heads of the same kinds), one job per seed and k > 0
-    (topk_removal.random_draws; arc_chat has no control)."""
-    return list(experiment_config(name).get("random_draws", []))
-
-
-def topk_outputs(experiment):
-    """Per model, in model order: results/<experiment>/<model>/k<k>.csv for its k values, then the
-    random control's k<k>-random<seed>.csv for every k > 0 and seed of random_draws."""
-    return {m: [f"results/{experiment}/{m}/k{k}.csv" for k in k_values(experiment, m)]
-            + [f"results/{experiment}/{m}/k{k}-random{d}.csv" for k in k_values(experiment, m) if k > 0
-               for d in random_draws(experiment)]
-            for m in experiment_models(experiment)}
-
-
 def paper_keys(models):
     """Names of the models in the published tables (data/published), where they are the paper's."""
     return {m: config["models"][m].get("paper_key", "") for m in models}
 
 
+# What each experiment's rule file declares of it (gna.experiments.registry): its final targets, batched
+# rules, plan estimators and findings sections. The shared rules loop over it.
+EXPERIMENT_REGISTRY = Registry()
+
+
 def all_targets():
-    targets = (expand("results/scan/{model}.ranking.csv", model=SCAN_MODELS)
-               + expand(f"{FIGURES}/explorer/{{model}}.html", model=SCAN_MODELS)
-               + [f"{FIGURES}/head_ranking.png", f"{FIGURES}/head_ranking.md"]
-               + ([f"{FIGURES}/scan_agreement.md"] if config["scan"]["check_models"] else []))
-    if "layer_pruning" in EXPERIMENTS:
-        targets += [f"{FIGURES}/gradual_pruning.png", f"{FIGURES}/individual_pruning.png"]
-    if "head_keeping" in EXPERIMENTS:
-        targets += [f"{FIGURES}/head_keeping.md"]
-    if "kv_pairs" in EXPERIMENTS:
-        targets += [f"{FIGURES}/kv_pairs.png"]
-    if "topk_removal" in EXPERIMENTS:
-        targets += [f"{FIGURES}/topk_removal.md", f"{FIGURES}/topk_removal.png"]
-    if "arc_chat" in EXPERIMENTS:
-        targets += [f"{FIGURES}/arc_chat.md"]
-    if "memory" in EXPERIMENTS:
-        targets += [f"{FIGURES}/inference_memory.md"]
-    if "heatmaps" in EXPERIMENTS:
-        targets += [f"{FIGURES}/ga_heatmaps.png"]
-    if "ssm_masking" in EXPERIMENTS:
-        targets += [f"{FIGURES}/ssm_masking.png", f"{FIGURES}/ssm_masking.md"]
-    if "hybrid_attention" in EXPERIMENTS:
-        targets += [f"{FIGURES}/hybrid_attention.md"]
-    if "row_sweep" in EXPERIMENTS:
-        targets += [f"{FIGURES}/row_sweep.png", f"{FIGURES}/row_sweep.md"]
-    if "layer_swap" in EXPERIMENTS:
-        targets += [f"{FIGURES}/layer_swap.png", f"{FIGURES}/layer_swap.md"]
-    if "hybrid_distillation" in EXPERIMENTS:
-        targets += [f"{FIGURES}/hybrid_heads.png", f"{FIGURES}/hybrid_heads.md", f"{FIGURES}/hybrid_state_size.md"]
-    targets += question_targets()  # questions.smk
-    return targets + [f"{FIGURES}/findings.md"]
-
-
-# used by scan.smk: the head explorer's probe prompts per head and top heads shown (besides every
-# Gather and Aggregate head)
-EXPLORER_PROMPTS, EXPLORER_TOP = 3, 8
-
-
-def scan_method(model):
-    """The model's scan method: scan.method_by_model's entry, else scan.method."""
-    return config["scan"].get("method_by_model", {}).get(model, config["scan"]["method"])
-
-
-def scan_probe(scan_dir):
-    """results/scan (and scan_fast, its atp+exact check) ranks on the G&A probe (kv_probe.separator);
-    results/scan_distill on the follow-up's (hybrid_distillation.kv_separator), for the distilled teacher."""
-    sep = None if scan_dir in ("scan", "scan_fast") else DISTILL_SEPARATOR
-    return probe_path(separator=sep)
-
-
-# used by heads.smk
-def keeping_sources(model):
-    """Table 1's head sources of a model: heads named in the config (the paper's), and the heads
-    discovered by ablating each head of the critical layers alone on MMLU."""
-    return (["named"] if model in HEAD_KEEPING.get("named_heads", {}) else []) + ["discovered"]
+    """The final outputs of the experiments the study runs, and its findings."""
+    return EXPERIMENT_REGISTRY.targets(EXPERIMENTS) + [f"{FIGURES}/findings.md"]
 
 
 def other_probe_seeds(seeds):
     """KV probe seeds an experiment scores heads on: ``seeds`` (its config's; null: unset), by default
     three draws other than the ranking's (kv_probe.seed), so the heads were not selected on those prompts."""
     return [config["kv_probe"]["seed"] + i for i in (1, 2, 3)] if seeds is None else list(seeds)
-
-
-# used by heads.smk
-def kv_pairs_seeds():
-    """Fig. 4's probe seeds (kv_pairs.probe_seeds)."""
-    return other_probe_seeds(experiment_config("kv_pairs").get("probe_seeds"))
-
-
-# used by masking.smk
-def hybrid_attention_files(m):
-    """The model's results, in config order: k = 0 once (the unmodified model: top-k removal's
-    k0 where that experiment runs it with the same tasks, else its own), then per mode each k."""
-    ks = HYBRID_ATTENTION.get("k_by_model", {}).get(m, HYBRID_ATTENTION["k"])
-    files = []
-    if 0 in ks:
-        shared = m in experiment_models("topk_removal") and 0 in k_values("topk_removal", m)
-        first = HYBRID_ATTENTION["modes"][0]
-        files.append(f"results/topk_removal/{m}/k0.csv" if shared else f"results/hybrid_attention/{m}/{first}-k0.csv")
-    files += [f"results/hybrid_attention/{m}/{mode}-k{k}.csv" for mode in HYBRID_ATTENTION["modes"]
-              for k in ks if k != 0]
-    return files
-
-
-# used by hybrid.smk
-def _distill_at(value, stage):
-    """A per-stage setting: the stage's entry of a list of 3, or the value itself."""
-    return value[stage - 1] if isinstance(value, list) else value
-
-
-# used by hybrid.smk
-def _distill_data_at(data, stage):
-    """data with its by_stage[stage - 1] overrides merged in (gna.experiments.distill_data.stage_data)."""
-    if data.get("by_stage") is None:
-        return data
-    return {**{k: v for k, v in data.items() if k != "by_stage"}, **(data["by_stage"][stage - 1] or {})}
 
 
 RANKING_FILES = {"single": "results/scan/{model}.ranking.csv",
@@ -333,37 +237,3 @@ def ranking_file(choice, model):
     """The ranking an experiment takes its heads from (its ``ranking``: single, the scan's; across_formats,
     by the worst rank over probe formats; over_seeds, by the mean rank over probe seeds; questions.smk)."""
     return RANKING_FILES[choice or "single"].format(model=model)
-
-
-# used by questions.smk
-def format_probe(fmt):
-    """The probe of one format (probe_formats.formats), on the scan's pairs, kv_probe's seed and separator."""
-    p = config["kv_probe"]
-    tag = {v: k for k, v in SEPARATORS.items()}[p["separator"]]
-    return f"results/probes/formats/kv-n{config['scan']['n_pairs']}-s{p['seed']}-{tag}.{fmt}.examples.jsonl"
-
-
-# used by questions.smk
-def seed_ranking(model, seed):
-    """A model's ranking on the probe of ``seed``: the scan's own for kv_probe.seed, else ranking_seed_scan's."""
-    if seed == config["kv_probe"]["seed"]:
-        return f"results/scan/{model}.ranking.csv"
-    return f"results/questions/seeds/{model}/s{seed}.ranking.csv"
-
-
-# used by all_targets (questions.smk's settings: included before report.smk, whose findings rule calls it)
-def question_targets():
-    """The figures and tables of the open questions this study runs (questions.smk's rules)."""
-    targets = []
-    if HEAD_PAIRS:
-        targets += [f"{FIGURES}/head_pairs.png", f"{FIGURES}/head_pairs.md"]
-    if PROBE_FORMATS:
-        targets += [f"{FIGURES}/probe_formats.png", f"{FIGURES}/probe_formats.md"]
-    if RANKING_SEEDS:
-        targets += [f"{FIGURES}/ranking_seeds.png", f"{FIGURES}/ranking_seeds.md"]
-    if GA_PATHS:
-        targets += [f"{FIGURES}/ga_paths.png", f"{FIGURES}/ga_paths.md"]
-    if MOHAWK_EXPORT:
-        targets += [f"results/questions/mohawk/{m}/{name}_{k}.{ext}" for m in MOHAWK_EXPORT["models"]
-                    for k in MOHAWK_EXPORT["k"] for name, ext in (("architecture", "yaml"), ("heads", "txt"))]
-    return targets

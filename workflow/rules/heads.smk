@@ -7,6 +7,32 @@ HEAD_KEEPING = experiment_config("head_keeping")
 KV_PAIRS = experiment_config("kv_pairs")
 
 
+def keeping_sources(model):
+    """Table 1's head sources of a model: heads named in the config (the paper's), and the heads
+    discovered by ablating each head of the critical layers alone on MMLU."""
+    return (["named"] if model in HEAD_KEEPING.get("named_heads", {}) else []) + ["discovered"]
+
+
+def kv_pairs_seeds():
+    """Fig. 4's probe seeds (kv_pairs.probe_seeds)."""
+    return other_probe_seeds(experiment_config("kv_pairs").get("probe_seeds"))
+
+
+def random_draws(name):
+    """Seeds of the random-k control (k random heads of the same kinds), one job per seed and k > 0
+    (topk_removal.random_draws; arc_chat has no control)."""
+    return list(experiment_config(name).get("random_draws", []))
+
+
+def topk_outputs(experiment):
+    """Per model, in model order: results/<experiment>/<model>/k<k>.csv for its k values, then the
+    random control's k<k>-random<seed>.csv for every k > 0 and seed of random_draws."""
+    return {m: [f"results/{experiment}/{m}/k{k}.csv" for k in k_values(experiment, m)]
+            + [f"results/{experiment}/{m}/k{k}-random{d}.csv" for k in k_values(experiment, m) if k > 0
+               for d in random_draws(experiment)]
+            for m in experiment_models(experiment)}
+
+
 rule critical_heads:
     # Each head of the Table 1 pair of critical layers ablated alone in the minimal model, on MMLU.
     input:
@@ -197,3 +223,45 @@ rule topk_figure:
         CPU_ENV
     script:
         "../scripts/topk_figure.py"
+
+
+EXPERIMENT_REGISTRY.declare(
+    "head_keeping",
+    targets=lambda: [f"{FIGURES}/head_keeping.md"],
+    batched={"head_keeping": lambda wc: ()},
+    plan={"critical_heads": Estimator("gna.plan.job_estimates:critical_heads", {"roles": ["mmlu"]}),
+          "head_keeping": Estimator("gna.plan.job_estimates:evaluation",
+                                    {"roles": ["mmlu", "knowledge"], "layers": "minimal"})},
+    findings=[Section(20, "gna.report.findings.heads:head_keeping")],
+)
+EXPERIMENT_REGISTRY.declare(
+    "kv_pairs",
+    targets=lambda: [f"{FIGURES}/kv_pairs.png"],
+    batched={"kv_pairs": lambda wc: ()},
+    plan={"kv_pairs": Estimator("gna.plan.job_estimates:probe_pairs", experiment="kv_pairs")},
+    findings=[Section(21, "gna.report.findings.heads:kv_pairs")],
+)
+# The topk_removal rule runs both experiments (its wildcard `experiment`): top-k removal on the
+# retrieval-heavy and knowledge tasks, and ARC-C regular vs chat.
+EXPERIMENT_REGISTRY.declare(
+    "topk_removal",
+    targets=lambda: [f"{FIGURES}/topk_removal.md", f"{FIGURES}/topk_removal.png"],
+    batched={"topk_removal": lambda wc: ()},
+    # the per-model lists of k, which topk_tables takes by wildcard
+    batch_inputs=lambda: [f for e in ("topk_removal", "arc_chat") for files in topk_outputs(e).values() for f in files],
+    plan={"topk_removal": Estimator("gna.plan.job_estimates:evaluation",
+                                    {"roles": {"topk_removal": ["mmlu", "retrieval", "knowledge"],
+                                               "arc_chat": ["arc_regular", "arc_chat"]}})},
+    findings=[Section(22, "gna.report.findings.heads:topk",
+                      {"name": "topk_removal.csv",
+                       "claim": "Slides: removing the top-k KV heads hurts retrieval-heavy tasks more than removing k "
+                                "random heads, knowledge holds",
+                       "retrieval": ["mmlu", "gsm8k", "swde", "bbh"], "knowledge": ["knowledge"]})],
+)
+EXPERIMENT_REGISTRY.declare(
+    "arc_chat",
+    targets=lambda: [f"{FIGURES}/arc_chat.md"],
+    findings=[Section(23, "gna.report.findings.heads:topk",
+                      {"name": "arc_chat.csv", "claim": "ARC-C chat (letter) falls under top-k removal, regular ARC-C holds",
+                       "retrieval": ["arc_challenge_chat"], "knowledge": ["arc_challenge"]})],
+)

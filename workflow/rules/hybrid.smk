@@ -28,6 +28,20 @@
 # checkpoints) is read by the script from the config, not a param: changing it changes no result,
 # so it must not rerun the stages.
 
+from gna.experiments.distill_variants import parse_variant
+
+def _distill_at(value, stage):
+    """A per-stage setting: the stage's entry of a list of 3, or the value itself."""
+    return value[stage - 1] if isinstance(value, list) else value
+
+
+def _distill_data_at(data, stage):
+    """data with its by_stage[stage - 1] overrides merged in (gna.experiments.distill_data.stage_data)."""
+    if data.get("by_stage") is None:
+        return data
+    return {**{k: v for k, v in data.items() if k != "by_stage"}, **(data["by_stage"][stage - 1] or {})}
+
+
 LAYER_SWAP = experiment_config("layer_swap")
 DISTILL = experiment_config("hybrid_distillation")
 STAGE_NAMES = {1: "matrices", 2: "hidden_states", 3: "end_to_end"}
@@ -358,3 +372,37 @@ rule hybrid_tables:
         CPU_ENV
     script:
         "../scripts/hybrid_tables.py"
+
+
+EXPERIMENT_REGISTRY.declare(
+    "layer_swap",
+    targets=lambda: [f"{FIGURES}/layer_swap.png", f"{FIGURES}/layer_swap.md"],
+    batched={"layer_swap": lambda wc: ()},
+    plan={"layer_swap": Estimator("gna.plan.job_estimates:swapped_layer", experiment="layer_swap"),
+          "align_student": Estimator("gna.plan.job_estimates:aligned_student", experiment="layer_swap")},
+    findings=[Section(60, "gna.report.findings.hybrids:layer_swap")],
+)
+# A stage batch holds one stage of one state size (stage 3 reads stage 2), and only where a stage is
+# one process (gpus_per_stage x nodes = 1): on ranks, each stage is its own launch. A student's
+# evaluation waits only for the students of its own state size (its name says it), the teacher alone.
+EXPERIMENT_REGISTRY.declare(
+    "hybrid_distillation",
+    targets=lambda: [f"{FIGURES}/hybrid_heads.png", f"{FIGURES}/hybrid_heads.md", f"{FIGURES}/hybrid_state_size.md"],
+    batched={**({"distill_matrices": lambda wc: (),
+                 "distill_stage": lambda wc: (wc["teacher"], wc["state"], wc["stage"])}
+                if DISTILL and DISTILL_GPUS * DISTILL_NODES == 1 else {}),
+             **({"evaluate_hybrid": lambda wc: (wc["teacher"], wc["variant"] if wc["variant"] == "teacher"
+                                                else parse_variant(wc["variant"]).state)} if DISTILL else {})},
+    # the stages every student's chain takes by wildcard
+    batch_inputs=lambda: ([f"results/hybrid/{DISTILL['teacher']}/{v}/stage{stage}" for v in DISTILL_VARIANTS
+                           for stage in (2, 3)]
+                          + [f"results/hybrid/{DISTILL['teacher']}/s{s}/stage1"
+                             for s in dict.fromkeys(parse_variant(v).state for v in DISTILL_VARIANTS)]
+                          if DISTILL else []),
+    launch={rule: (DISTILL_THREADS, DISTILL_LAUNCH) for rule in ("distill_matrices", "distill_stage")},
+    plan={"distill_matrices": Estimator("gna.plan.job_estimates:distillation_stage", experiment="hybrid_distillation"),
+          "distill_stage": Estimator("gna.plan.job_estimates:distillation_stage", experiment="hybrid_distillation"),
+          "evaluate_hybrid": Estimator("gna.plan.job_estimates:distilled_student", experiment="hybrid_distillation"),
+          "distill_tokens": Estimator("gna.plan.job_estimates:tokenized_data")},
+    findings=[Section(61, "gna.report.findings.hybrids:distillation")],
+)

@@ -3,6 +3,23 @@
 # paper's), atp or atp+exact (attribution patching, then the top candidates exactly).
 
 
+# The head explorer's probe prompts per head and top heads shown (besides every
+# Gather and Aggregate head)
+EXPLORER_PROMPTS, EXPLORER_TOP = 3, 8
+
+
+def scan_method(model):
+    """The model's scan method: scan.method_by_model's entry, else scan.method."""
+    return config["scan"].get("method_by_model", {}).get(model, config["scan"]["method"])
+
+
+def scan_probe(scan_dir):
+    """results/scan (and scan_fast, its atp+exact check) ranks on the G&A probe (kv_probe.separator);
+    results/scan_distill on the follow-up's (hybrid_distillation.kv_separator), for the distilled teacher."""
+    sep = None if scan_dir in ("scan", "scan_fast") else DISTILL_SEPARATOR
+    return probe_path(separator=sep)
+
+
 rule head_scan:
     input:
         model=lambda wc: model_input(wc.model),
@@ -132,3 +149,26 @@ rule head_explorer:
         CPU_ENV
     script:
         "../scripts/head_explorer.py"
+
+
+# The scan is part of every study (the head experiments read its ranking); the heatmaps are the
+# experiment `heatmaps`.
+EXPERIMENT_REGISTRY.declare(
+    "scan",
+    always=True,
+    targets=lambda: (expand("results/scan/{model}.ranking.csv", model=SCAN_MODELS)
+                     + expand(f"{FIGURES}/explorer/{{model}}.html", model=SCAN_MODELS)
+                     + [f"{FIGURES}/head_ranking.png", f"{FIGURES}/head_ranking.md"]
+                     + ([f"{FIGURES}/scan_agreement.md"] if config["scan"]["check_models"] else [])),
+    batched={"head_scan": lambda wc: (), "head_patterns": lambda wc: ()},
+    # the head explorer takes the other models' patterns by wildcard
+    batch_inputs=lambda: [f"results/scan/{m}.patterns.json" for m in SCAN_MODELS],
+    plan={"head_scan": Estimator("gna.plan.job_estimates:head_scan"),
+          "head_patterns": Estimator("gna.plan.job_estimates:mixing_patterns")},
+    findings=[Section(30, "gna.report.findings.heads:redundancy")],
+)
+EXPERIMENT_REGISTRY.declare(
+    "heatmaps",
+    targets=lambda: [f"{FIGURES}/ga_heatmaps.png"],
+    plan={"ga_heatmaps": Estimator("gna.plan.job_estimates:models_loaded", experiment="heatmaps")},
+)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 
 from ..errors import ConfigError  # stdlib only
+from .schema import experiment_needs
 
 
 class StudyConfigError(ConfigError, ValueError):
@@ -170,9 +171,7 @@ def check(config: dict, model_source) -> dict[str, tuple[int | None, int | None]
         known(f"experiments.{exp}.models", ecfg.get("models") or [])
         if exp == "memory" or "models" not in ecfg:  # layer_swap, hybrid_distillation: check_hybrid
             continue
-        needs_scan = exp in ("head_keeping", "kv_pairs", "topk_removal", "arc_chat", "heatmaps", "ssm_masking",
-                             "hybrid_attention")
-        if needs_scan:
+        if experiment_needs(exp).get("ranking"):
             missing = [m for m in ecfg["models"] if m not in config["scan"]["models"]]
             if missing:
                 raise StudyConfigError(f"config error: experiments.{exp} needs the head ranking of {missing}: "
@@ -184,10 +183,11 @@ def check(config: dict, model_source) -> dict[str, tuple[int | None, int | None]
                 if heads is not None and k != "all" and k > heads:
                     raise StudyConfigError(f"config error: experiments.{exp}.k = {k} but model {m!r} has only "
                                            f"{heads} heads")
-    for m in (config.get("experiments") or {}).get("layer_pruning", {}).get("models", []):
-        if shapes[m][0] is None:
-            raise StudyConfigError(f"config error: layer pruning of {m!r} needs models.{m}.n_layers "
-                                   f"(no local config.json to read it from)")
+    for exp, ecfg in (config.get("experiments") or {}).items():
+        for m in ecfg.get("models", []) if experiment_needs(exp).get("layers") else []:
+            if shapes[m][0] is None:
+                raise StudyConfigError(f"config error: experiments.{exp} of {m!r} needs models.{m}.n_layers "
+                                       f"(one job per layer; no local config.json to read it from)")
     check_hybrid(config, shapes, known)
     check_named_heads(config, read, shapes, known)
     tasks = config["tasks"]
@@ -198,13 +198,12 @@ def check(config: dict, model_source) -> dict[str, tuple[int | None, int | None]
     problem = unknown_task(tasks) or bad_task_line(tasks)  # micro: <name>.jsonl; paper scale: lm-eval's list
     if problem:
         raise StudyConfigError(f"config error: {problem}")
-    # top-k removal reads its retrieval side off MMLU or the retrieval tasks (a study with MMLU alone,
-    # as the real-model preset, has its two formats: letter and cloze)
-    for exp, roles in (("topk_removal", ("mmlu|retrieval",)), ("arc_chat", ("arc_regular", "arc_chat"))):
-        if exp in (config.get("experiments") or {}):
-            for role in roles:
-                if not any(tasks.get(r) for r in role.split("|")):
-                    raise StudyConfigError(f"config error: experiments.{exp} needs tasks.{role.replace('|', ' or tasks.')}")
+    # the task roles an experiment reads (top-k removal: MMLU or the retrieval tasks; a study with MMLU
+    # alone, as the real-model preset, has its two formats: letter and cloze)
+    for exp in config.get("experiments") or {}:
+        for role in experiment_needs(exp).get("tasks", []):
+            if not any(tasks.get(r) for r in role.split("|")):
+                raise StudyConfigError(f"config error: experiments.{exp} needs tasks.{role.replace('|', ' or tasks.')}")
     return shapes
 
 
