@@ -211,7 +211,7 @@ def paper_keys(models):
     return {m: config["models"][m].get("paper_key", "") for m in models}
 
 
-# What each experiment's rule file declares of it (gna.experiments.registry): its final targets, batched
+# Each experiment declares, in its own rules' file (gna.experiments.registry), its final targets, batched
 # rules, plan estimators and findings sections. The shared rules loop over it.
 EXPERIMENT_REGISTRY = Registry()
 
@@ -237,3 +237,94 @@ def ranking_file(choice, model):
     """The ranking an experiment takes its heads from (its ``ranking``: single, the scan's; across_formats,
     by the worst rank over probe formats; over_seeds, by the mean rank over probe seeds; questions.smk)."""
     return RANKING_FILES[choice or "single"].format(model=model)
+
+
+def random_draws(name):
+    """Seeds of the random-k control (k random heads of the same kinds), one job per seed and k > 0
+    (topk_removal.random_draws; arc_chat has no control)."""
+    return list(experiment_config(name).get("random_draws", []))
+
+
+def topk_outputs(experiment):
+    """Per model, in model order: results/<experiment>/<model>/k<k>.csv for its k values, then the
+    random control's k<k>-random<seed>.csv for every k > 0 and seed of random_draws."""
+    return {m: [f"results/{experiment}/{m}/k{k}.csv" for k in k_values(experiment, m)]
+            + [f"results/{experiment}/{m}/k{k}-random{d}.csv" for k in k_values(experiment, m) if k > 0
+               for d in random_draws(experiment)]
+            for m in experiment_models(experiment)}
+
+
+# used by scan.smk: the head explorer's probe prompts per head and top heads shown (besides every
+# Gather and Aggregate head)
+EXPLORER_PROMPTS, EXPLORER_TOP = 3, 8
+
+
+def scan_method(model):
+    """The model's scan method: scan.method_by_model's entry, else scan.method."""
+    return config["scan"].get("method_by_model", {}).get(model, config["scan"]["method"])
+
+
+def scan_probe(scan_dir):
+    """results/scan (and scan_fast, its atp+exact check) ranks on the G&A probe (kv_probe.separator);
+    results/scan_distill on the follow-up's (hybrid_distillation.kv_separator), for the distilled teacher."""
+    sep = None if scan_dir in ("scan", "scan_fast") else DISTILL_SEPARATOR
+    return probe_path(separator=sep)
+
+
+# used by heads.smk
+def keeping_sources(model):
+    """Table 1's head sources of a model: heads named in the config (the paper's), and the heads
+    discovered by ablating each head of the critical layers alone on MMLU."""
+    return (["named"] if model in experiment_config("head_keeping").get("named_heads", {}) else []) + ["discovered"]
+
+
+# used by heads.smk
+def kv_pairs_seeds():
+    """Fig. 4's probe seeds (kv_pairs.probe_seeds)."""
+    return other_probe_seeds(experiment_config("kv_pairs").get("probe_seeds"))
+
+
+# used by masking.smk
+def hybrid_attention_files(m):
+    """The model's results, in config order: k = 0 once (the unmodified model: top-k removal's
+    k0 where that experiment runs it with the same tasks, else its own), then per mode each k."""
+    settings = experiment_config("hybrid_attention")
+    ks = settings.get("k_by_model", {}).get(m, settings["k"])
+    files = []
+    if 0 in ks:
+        shared = m in experiment_models("topk_removal") and 0 in k_values("topk_removal", m)
+        first = settings["modes"][0]
+        files.append(f"results/topk_removal/{m}/k0.csv" if shared else f"results/hybrid_attention/{m}/{first}-k0.csv")
+    files += [f"results/hybrid_attention/{m}/{mode}-k{k}.csv" for mode in settings["modes"]
+              for k in ks if k != 0]
+    return files
+
+
+# used by hybrid.smk
+def _distill_at(value, stage):
+    """A per-stage setting: the stage's entry of a list of 3, or the value itself."""
+    return value[stage - 1] if isinstance(value, list) else value
+
+
+# used by hybrid.smk
+def _distill_data_at(data, stage):
+    """data with its by_stage[stage - 1] overrides merged in (gna.experiments.distill_data.stage_data)."""
+    if data.get("by_stage") is None:
+        return data
+    return {**{k: v for k, v in data.items() if k != "by_stage"}, **(data["by_stage"][stage - 1] or {})}
+
+
+# used by questions.smk
+def format_probe(fmt):
+    """The probe of one format (probe_formats.formats), on the scan's pairs, kv_probe's seed and separator."""
+    p = config["kv_probe"]
+    tag = {v: k for k, v in SEPARATORS.items()}[p["separator"]]
+    return f"results/probes/formats/kv-n{config['scan']['n_pairs']}-s{p['seed']}-{tag}.{fmt}.examples.jsonl"
+
+
+# used by questions.smk
+def seed_ranking(model, seed):
+    """A model's ranking on the probe of ``seed``: the scan's own for kv_probe.seed, else ranking_seed_scan's."""
+    if seed == config["kv_probe"]["seed"]:
+        return f"results/scan/{model}.ranking.csv"
+    return f"results/questions/seeds/{model}/s{seed}.ranking.csv"

@@ -7,32 +7,6 @@ HEAD_KEEPING = experiment_config("head_keeping")
 KV_PAIRS = experiment_config("kv_pairs")
 
 
-def keeping_sources(model):
-    """Table 1's head sources of a model: heads named in the config (the paper's), and the heads
-    discovered by ablating each head of the critical layers alone on MMLU."""
-    return (["named"] if model in HEAD_KEEPING.get("named_heads", {}) else []) + ["discovered"]
-
-
-def kv_pairs_seeds():
-    """Fig. 4's probe seeds (kv_pairs.probe_seeds)."""
-    return other_probe_seeds(experiment_config("kv_pairs").get("probe_seeds"))
-
-
-def random_draws(name):
-    """Seeds of the random-k control (k random heads of the same kinds), one job per seed and k > 0
-    (topk_removal.random_draws; arc_chat has no control)."""
-    return list(experiment_config(name).get("random_draws", []))
-
-
-def topk_outputs(experiment):
-    """Per model, in model order: results/<experiment>/<model>/k<k>.csv for its k values, then the
-    random control's k<k>-random<seed>.csv for every k > 0 and seed of random_draws."""
-    return {m: [f"results/{experiment}/{m}/k{k}.csv" for k in k_values(experiment, m)]
-            + [f"results/{experiment}/{m}/k{k}-random{d}.csv" for k in k_values(experiment, m) if k > 0
-               for d in random_draws(experiment)]
-            for m in experiment_models(experiment)}
-
-
 rule critical_heads:
     # Each head of the Table 1 pair of critical layers ablated alone in the minimal model, on MMLU.
     input:
@@ -203,6 +177,8 @@ rule topk_tables:
         roles=lambda wc: task_roles("topk" if wc.experiment == "topk_removal" else "arc"),
         paper_keys=lambda wc: paper_keys(experiment_models(wc.experiment)),
         published=lambda wc: "ablation_topk.csv" if wc.experiment == "topk_removal" else "arc_chat_vs_regular.csv",
+        title=lambda wc: ("Removing the top-k KV-retrieval heads (slide tables)" if wc.experiment == "topk_removal"
+                          else "ARC-C chat vs regular under top-k removal"),
     log:
         "logs/figures/{experiment}.log",
     conda:

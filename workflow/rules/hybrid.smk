@@ -30,18 +30,6 @@
 
 from gna.experiments.distill_variants import parse_variant
 
-def _distill_at(value, stage):
-    """A per-stage setting: the stage's entry of a list of 3, or the value itself."""
-    return value[stage - 1] if isinstance(value, list) else value
-
-
-def _distill_data_at(data, stage):
-    """data with its by_stage[stage - 1] overrides merged in (gna.experiments.distill_data.stage_data)."""
-    if data.get("by_stage") is None:
-        return data
-    return {**{k: v for k, v in data.items() if k != "by_stage"}, **(data["by_stage"][stage - 1] or {})}
-
-
 LAYER_SWAP = experiment_config("layer_swap")
 DISTILL = experiment_config("hybrid_distillation")
 STAGE_NAMES = {1: "matrices", 2: "hidden_states", 3: "end_to_end"}

@@ -29,20 +29,6 @@ PER_CHOICE_CONTEXT = {"micro_knowledge_fill", "winogrande"}
 MASKING_TASKS = MASKING.get("tasks") or [t for t in tasks_of("mmlu", "knowledge") if t not in PER_CHOICE_CONTEXT]
 
 
-def hybrid_attention_files(m):
-    """The model's results, in config order: k = 0 once (the unmodified model: top-k removal's
-    k0 where that experiment runs it with the same tasks, else its own), then per mode each k."""
-    ks = HYBRID_ATTENTION.get("k_by_model", {}).get(m, HYBRID_ATTENTION["k"])
-    files = []
-    if 0 in ks:
-        shared = m in experiment_models("topk_removal") and 0 in k_values("topk_removal", m)
-        first = HYBRID_ATTENTION["modes"][0]
-        files.append(f"results/topk_removal/{m}/k0.csv" if shared else f"results/hybrid_attention/{m}/{first}-k0.csv")
-    files += [f"results/hybrid_attention/{m}/{mode}-k{k}.csv" for mode in HYBRID_ATTENTION["modes"]
-              for k in ks if k != 0]
-    return files
-
-
 # model -> its result files (hybrid_attention_files), in config order
 HYBRID_ATTENTION_OUTPUTS = {m: hybrid_attention_files(m) for m in experiment_models("hybrid_attention")}
 

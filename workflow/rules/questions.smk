@@ -16,20 +16,6 @@ for _exp in EXPERIMENTS:
         raise ValueError(f"experiments.{_exp}.ranking = {_choice} needs experiments.{_needs} (its settings)")
 
 
-def format_probe(fmt):
-    """The probe of one format (probe_formats.formats), on the scan's pairs, kv_probe's seed and separator."""
-    p = config["kv_probe"]
-    tag = {v: k for k, v in SEPARATORS.items()}[p["separator"]]
-    return f"results/probes/formats/kv-n{config['scan']['n_pairs']}-s{p['seed']}-{tag}.{fmt}.examples.jsonl"
-
-
-def seed_ranking(model, seed):
-    """A model's ranking on the probe of ``seed``: the scan's own for kv_probe.seed, else ranking_seed_scan's."""
-    if seed == config["kv_probe"]["seed"]:
-        return f"results/scan/{model}.ranking.csv"
-    return f"results/questions/seeds/{model}/s{seed}.ranking.csv"
-
-
 rule head_pairs:
     # Every pair of the top heads ablated together against independence, then the smallest sets that reach
     # chance, by exhaustive search over the candidate pool.

@@ -3,23 +3,6 @@
 # paper's), atp or atp+exact (attribution patching, then the top candidates exactly).
 
 
-# The head explorer's probe prompts per head and top heads shown (besides every
-# Gather and Aggregate head)
-EXPLORER_PROMPTS, EXPLORER_TOP = 3, 8
-
-
-def scan_method(model):
-    """The model's scan method: scan.method_by_model's entry, else scan.method."""
-    return config["scan"].get("method_by_model", {}).get(model, config["scan"]["method"])
-
-
-def scan_probe(scan_dir):
-    """results/scan (and scan_fast, its atp+exact check) ranks on the G&A probe (kv_probe.separator);
-    results/scan_distill on the follow-up's (hybrid_distillation.kv_separator), for the distilled teacher."""
-    sep = None if scan_dir in ("scan", "scan_fast") else DISTILL_SEPARATOR
-    return probe_path(separator=sep)
-
-
 rule head_scan:
     input:
         model=lambda wc: model_input(wc.model),

@@ -34,12 +34,13 @@ class PlanError(ValueError):
 # -- the DAG -----------------------------------------------------------------------------------
 
 class Dag(list):
-    """``[(rule, wildcards)]`` of a study's jobs, and what its rule files declare for the plan
-    (``estimators``: rule -> an Estimator as a dict; gna.experiments.registry)."""
+    """``[(rule, wildcards)]`` of a study's jobs, and what its rule files declare
+    (gna.experiments.registry): ``estimators`` (rule -> an Estimator as a dict) for the plan, and
+    ``sections`` (Sections as dicts, in order) for the findings."""
 
-    def __init__(self, jobs, estimators: dict):
+    def __init__(self, jobs, estimators: dict, sections: list | None = None):
         super().__init__(jobs)
-        self.estimators = estimators
+        self.estimators, self.sections = estimators, sections or []
 
 
 def dag_jobs(config: dict, snakefile: str | Path = ROOT / "Snakefile", workdir: str | Path | None = None,
@@ -56,8 +57,8 @@ def dag_jobs(config: dict, snakefile: str | Path = ROOT / "Snakefile", workdir: 
                              env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE", REGISTRY_OUT: str(declared)})
         if out.returncode:
             raise PlanError(f"snakemake --dry-run failed:\n{(out.stderr or out.stdout)[-3000:]}")
-        estimators = json.loads(declared.read_text())["estimators"]
-    return Dag(parse_dry_run(out.stdout + out.stderr), estimators)
+        registry = json.loads(declared.read_text())
+    return Dag(parse_dry_run(out.stdout + out.stderr), registry["estimators"], registry["sections"])
 
 
 def parse_dry_run(text: str) -> list[tuple[str, dict]]:
