@@ -13,7 +13,7 @@
 # which reads another's output never share a batch: a distillation stage's batch holds one stage of
 # one state size (stage 3 reads stage 2), and a student's evaluation waits only for the students of
 # its own state size.
-from gna.experiments.distill_variants import parse_variant
+from gna.hybrid.study.variants import parse_variant
 from gna.jobs import condition_batches as batches
 
 BATCH_CONDITIONS = config["batch_conditions"]

@@ -15,8 +15,8 @@ import yaml
 
 from ..config.architectures import config_of
 from ..evaluation import local_mmlu
-from ..experiments.distill_ranks import stage_world
-from ..experiments.distill_variants import parse_variant
+from ..hybrid.study.stage_ranks import stage_world
+from ..hybrid.study.variants import parse_variant
 from . import estimate as E
 from .estimate import GB, Estimate, Hardware
 from .ranks import training_estimate as _training
@@ -145,7 +145,7 @@ def _distill_stage(s: Study, teacher: str, stage: int, k: int, state: int) -> Es
 def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
     hw, ex, cfg = s.hw, s.exps, s.config
     if rule == "distill_tokens":  # CPU: stream, tokenize and pack the web data once
-        from ..experiments.token_sets import token_sets
+        from ..hybrid.study.token_sets import token_sets
 
         entry = token_sets(cfg)[f"results/distill_data/{wc['teacher']}/{wc['name']}"]
         tokens = entry["rows"] * entry["data"]["seq_len"]
