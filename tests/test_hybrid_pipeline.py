@@ -9,9 +9,9 @@ import torch
 
 from gna.errors import ConfigError, ProbeError
 from gna.evaluation.lm_eval_bridge import TaskSuite
-from gna.experiments.distill_data import (WebStream, checkpoint_dir, heldout_perplexity, make_stream, seq_len_of,
-                                          stage_steps)
 from gna.experiments.ssm_masking import export_mc_examples, masked_accuracy, masking_rows, ssm_ga_heads
+from gna.hybrid.study.data import checkpoint_dir, heldout_perplexity, make_stream, seq_len_of, stage_steps
+from gna.hybrid.study.web_stream import WebStream
 from gna.micro.tasks import micro_vocabulary
 from gna.micro.tokenizer import word_level_tokenizer
 from gna.micro.world import WorldConfig

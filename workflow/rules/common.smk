@@ -8,10 +8,10 @@ from snakemake.utils import validate
 from gna.config import checks as config_checks
 from gna.evaluation.local_mmlu import TASKS as LOCAL_MMLU_TASKS
 from gna.experiments.registry import Estimator, Registry, Section
-from gna.experiments.distill_variants import WILDCARD as VARIANT_WILDCARD
-from gna.experiments.distill_variants import distill_variants
-from gna.experiments.distill_ranks import check_split, cpus_per_rank, launch_resources, stage_world
-from gna.experiments.token_sets import token_sets, tokens_of
+from gna.hybrid.study.variants import WILDCARD as VARIANT_WILDCARD
+from gna.hybrid.study.variants import distill_variants
+from gna.hybrid.study.stage_ranks import check_split, cpus_per_rank, launch_resources, stage_world
+from gna.hybrid.study.token_sets import token_sets, tokens_of
 
 # One torch thread per job: two threads on a loaded 2-core machine ran 13-17x slower.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -308,7 +308,7 @@ def _distill_at(value, stage):
 
 # used by hybrid.smk
 def _distill_data_at(data, stage):
-    """data with its by_stage[stage - 1] overrides merged in (gna.experiments.distill_data.stage_data)."""
+    """data with its by_stage[stage - 1] overrides merged in (gna.hybrid.study.data.stage_data)."""
     if data.get("by_stage") is None:
         return data
     return {**{k: v for k, v in data.items() if k != "by_stage"}, **(data["by_stage"][stage - 1] or {})}

@@ -5,8 +5,8 @@ file names its experiment, that experiment's settings as ``exp``."""
 from __future__ import annotations
 
 from ..evaluation import local_mmlu
-from ..experiments.distill_ranks import stage_world
-from ..experiments.distill_variants import parse_variant
+from ..hybrid.study.stage_ranks import stage_world
+from ..hybrid.study.variants import parse_variant
 from . import estimate as E
 from .estimate import GB, Estimate
 from .ranks import training_estimate
@@ -128,7 +128,7 @@ def distilled_student(s, wc: dict, exp: dict) -> Estimate:
 
 def tokenized_data(s, wc: dict) -> Estimate:
     """CPU: stream, tokenize and pack the web data once."""
-    from ..experiments.token_sets import token_sets
+    from ..hybrid.study.token_sets import token_sets
 
     entry = token_sets(s.config)[f"results/distill_data/{wc['teacher']}/{wc['name']}"]
     tokens = entry["rows"] * entry["data"]["seq_len"]

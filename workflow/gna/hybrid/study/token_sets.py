@@ -1,9 +1,9 @@
 """Which folders of prepared distillation tokens a study's jobs read (rule ``distill_tokens`` writes
-them, :mod:`gna.experiments.token_shards` reads them): the workflow asks this when it is parsed,
+them, :mod:`gna.hybrid.study.token_shards` reads them): the workflow asks this when it is parsed,
 so it imports neither torch nor the shards' reader."""
 from __future__ import annotations
 
-from .distill_data import stage_data, stage_steps
+from .data import stage_data, stage_steps
 from .web_stream import token_set_name, web_mix
 
 ROOT = "results/distill_data"
