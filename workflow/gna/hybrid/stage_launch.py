@@ -29,6 +29,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import ConfigError
+from .study.checks import distillation_settings
 from .study.stage_ranks import cpus_per_rank, stage_world
 
 STAGE_JOB = "gna.hybrid.stage_job"
@@ -52,7 +53,7 @@ def workflow_stage(config: dict, rule: str, wildcards: dict, kwargs: dict, log=N
     rounding of the gradients' sums), so they must not rerun the stages."""
     from ..plan.jobs import stage_sharding
 
-    d = config["experiments"]["hybrid_distillation"]
+    d = distillation_settings(config)
     kwargs = {**kwargs, "save_every": int(d["save_every"]),
               "parallel": parallel_settings(d, stage_sharding(config, rule, wildcards))}
     stage_on_ranks(kwargs, *stage_world(d), log=log, cpu_ranks=bool(d.get("cpu_ranks")), cpus=cpus_per_rank(d))

@@ -16,6 +16,7 @@ import yaml
 
 from ..config.architectures import config_of
 from ..evaluation import local_mmlu
+from ..hybrid.study.checks import distillation_settings
 from ..hybrid.study.stage_ranks import stage_world
 from ..experiments.registry import REGISTRY_OUT, resolve
 from . import estimate as E
@@ -286,7 +287,7 @@ def stage_sharding(config: dict, rule: str, wildcards: dict) -> str:
     """"sharded" or "replicated": how the stage job ``rule[wildcards]`` holds its student, as the
     plan (``snakemake plan``) says for profiles/slurm's GPU (gpu.yaml): ``hybrid_distillation.sharding``,
     and for ``auto`` on several GPUs per node the plan's estimate (:func:`gna.plan.ranks.choose_sharding`)."""
-    d = config["experiments"]["hybrid_distillation"]
+    d = distillation_settings(config)
     mode = d.get("sharding") or "auto"
     if mode != "auto" or stage_world(d)[0] == 1:
         return "sharded" if mode == "sharded" else "replicated"
