@@ -1,5 +1,6 @@
 # Gather-and-Aggregate reproduction. `snakemake --cores all` runs the study named by config.yaml
 # (the micro study, on a laptop CPU); `--configfile workflow/configs/paper.yaml` the paper's.
+import glob
 import os
 
 from snakemake.utils import min_version
@@ -37,25 +38,17 @@ from gna.report.missing_metadata import quiet_missing_metadata
 quiet_missing_metadata()
 
 
+# The rule files: common.smk (the config, and helpers every step uses) first; then each step's rule
+# file, in any order (each declares its experiments to EXPERIMENT_REGISTRY: gna.experiments.registry;
+# docs/adding-an-experiment.md), so a new one is picked up where it lies; batch.smk last, as `rule all`
+# comes last: it batches the rules they declare (micro scale's batch_conditions).
+STEP_RULE_FILES = sorted(path for path in glob.glob(os.path.join(workflow.basedir, "workflow", "rules", "*.smk"))
+                         if os.path.basename(path) not in ("common.smk", "batch.smk"))
 try:
     include: "workflow/rules/common.smk"
-    include: "workflow/rules/models.smk"
-    include: "workflow/rules/external.smk"  # fetched artifacts, GGUF checkpoints converted
-    include: "workflow/rules/probes.smk"
-    include: "workflow/rules/scan.smk"
-    include: "workflow/rules/pruning.smk"
-    include: "workflow/rules/heads.smk"
-    include: "workflow/rules/memory.smk"
-    include: "workflow/rules/masking.smk"
-    include: "workflow/rules/hybrid.smk"
-    include: "workflow/rules/questions.smk"  # the open questions: pairs, formats, seeds, paths, mohawk export
-    include: "workflow/rules/benchmarks.smk"  # benchmarks from local files: `snakemake mmlu_baselines`
-    include: "workflow/rules/report.smk"
-    include: "workflow/rules/batch.smk"  # micro scale: several conditions per job (batch_conditions)
-    include: "workflow/rules/micro.smk"
-    include: "workflow/rules/validation.smk"  # `snakemake retrain_validation_models`: the fast scan's test models
-    include: "workflow/rules/check.smk"  # `snakemake check_figures`: against the committed figures/
-    include: "workflow/rules/plan.smk"  # `snakemake plan`: the resource plan, not part of all
+    for _step_rules in STEP_RULE_FILES:
+        include: _step_rules
+    include: "workflow/rules/batch.smk"
 except GnaError as e:  # a config value refused while the rules are read: one line
     exit_with_config_error(e)
 
@@ -64,3 +57,7 @@ rule all:
     input:
         all_targets(),
     default_target: True
+
+
+# A dry run asked for the declarations (gna.plan.dag_jobs) gets them.
+EXPERIMENT_REGISTRY.dump()

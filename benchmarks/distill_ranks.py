@@ -1,5 +1,5 @@
 """Seconds per optimizer step of a distillation stage on 1 and on 2 gloo ranks on the CPU (one thread
-each), started with torchrun as a stage job starts them (gna.experiments.distill_ranks). The same
+each), started with torchrun as a stage job starts them (gna.hybrid.stage_launch). The same
 effective batch either way: 2 ranks each go through half of it.
 
     python benchmarks/distill_ranks.py [--stage 3] [--steps 6] [--batch 8] [--seq 128]
@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def rank(args) -> None:
     import torch
 
-    from gna.hybrid import build_student, distill
+    from gna.hybrid.distillation import distill
+    from gna.hybrid.student import build_student
     from gna.hybrid.distributed import process_group
     from gna.models.tiny import build_tiny_model
 

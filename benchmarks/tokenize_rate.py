@@ -21,8 +21,8 @@ def main(n_docs: int = 4000) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from gna.experiments.token_shards import write_token_shards
-    from gna.experiments.web_stream import WebStream
+    from gna.hybrid.study.token_shards import write_token_shards
+    from gna.hybrid.study.web_stream import WebStream
 
     rng = random.Random(0)
     words = [("".join(rng.choice("etaoinshrdlucmfwypvbgkqjxz") for _ in range(rng.randint(2, 9))))

@@ -59,7 +59,7 @@ def test_the_config_checks_use_no_torch():
 
 
 def test_the_hybrid_students_structure_counts_its_kept_heads():
-    from gna.hybrid import build_student
+    from gna.hybrid.student import build_student
     from gna.models import describe
     from gna.models.adapters.hybrid_student import HybridAdapter
     from gna.models.tiny import build_tiny_model

@@ -5,7 +5,8 @@ import os
 import torch
 
 from gna.jobs import script_job as pipeline
-from gna.hybrid import build_student, distill
+from gna.hybrid.distillation import distill
+from gna.hybrid.student import build_student
 from gna.models.llamba import kernels
 from gna.models.tiny import build_tiny_model
 

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from gna.errors import ConfigError
-from gna.hybrid import build_student, distill
+from gna.hybrid.distillation import distill
+from gna.hybrid.student import build_student
 from gna.hybrid.stage_losses import STAGE_LOSSES
 from gna.models.tiny import build_tiny_model
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gna.hybrid import build_student, distill
+from gna.hybrid.distillation import distill
+from gna.hybrid.student import build_student
 from gna.models.tiny import build_tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,7 +130,7 @@ def test_a_failing_rank_fails_the_stage_with_its_error_and_no_output(two_ranks, 
 
 def test_a_batch_that_does_not_split_over_the_ranks_is_refused():
     from gna.errors import ConfigError
-    from gna.experiments.distill_ranks import check_split
+    from gna.hybrid.study.stage_ranks import check_split
     from gna.hybrid.distributed import World
 
     with pytest.raises(ConfigError, match="36 rows does not split over gpus_per_stage x nodes = 8 ranks"):
@@ -156,7 +157,7 @@ def test_the_launch_command_is_torchrun_on_one_node_and_srun_on_several(monkeypa
     from types import SimpleNamespace
 
     from gna.errors import ConfigError
-    from gna.experiments import distill_ranks as R
+    from gna.hybrid import stage_launch as R
 
     cmd, env = R.launch_command("a.json", 8, 1)
     assert cmd[1:] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=8", "-m",

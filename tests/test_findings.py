@@ -6,6 +6,8 @@ import pandas as pd
 import pytest
 
 from gna.report import common, findings, heads, hybrid_distillation, layer_swap, ssm_masking
+from gna.report.findings import heads as head_findings
+from gna.report.findings import pruning as pruning_findings
 
 
 def write(folder, name, rows):
@@ -44,33 +46,33 @@ def gradual_table(mmlu, minimal=None, model="m", knowledge=None):
 
 def test_fig2_holds_only_with_mmlu_held_down_to_the_minimal_depth_then_a_collapse(tmp_path):
     write(tmp_path, "layer_pruning.csv", gradual_table([0.26, 0.30, 0.88, 0.89, 0.90, 0.90], minimal=3))
-    assert one(findings.gradual(tmp_path))["verdict"] == "holds"
+    assert one(pruning_findings.gradual(tmp_path))["verdict"] == "holds"
     # no collapse below the minimal depth (0.80 at depth 2 loses 15% of the above-chance MMLU)
     write(tmp_path, "layer_pruning.csv", gradual_table([0.26, 0.80, 0.88, 0.89, 0.90, 0.90], minimal=3))
-    r = one(findings.gradual(tmp_path))
+    r = one(pruning_findings.gradual(tmp_path))
     assert r["verdict"] == "partly" and "no collapse below the minimal depth" in r["evidence"]
     # the two ends alone look fine (0.90 -> 0.26), but MMLU falls as soon as a layer is cut
     write(tmp_path, "layer_pruning.csv", gradual_table([0.26, 0.27, 0.30, 0.50, 0.60, 0.90], minimal=6))
-    r = one(findings.gradual(tmp_path))
+    r = one(pruning_findings.gradual(tmp_path))
     assert r["verdict"] == "does not hold" and "no layer can be cut" in r["evidence"]
     # a dip inside the held range, outside the tolerance
     write(tmp_path, "layer_pruning.csv", gradual_table([0.26, 0.30, 0.88, 0.70, 0.90, 0.90], minimal=3))
-    r = one(findings.gradual(tmp_path, {"tolerance": 0.05}))
+    r = one(pruning_findings.gradual(tmp_path, {"tolerance": 0.05}))
     assert r["verdict"] == "partly" and "leaves the tolerance" in r["evidence"]
 
 
 def test_fig2_minimal_depth_falls_back_to_the_pruning_rule_and_reads_the_tolerance(tmp_path):
     write(tmp_path, "layer_pruning.csv", gradual_table([0.26, 0.30, 0.86, 0.89, 0.90, 0.90]))
-    assert "minimal depth 4" in one(findings.gradual(tmp_path, {"tolerance": 0.02}))["evidence"]
-    assert "minimal depth 3" in one(findings.gradual(tmp_path, {"tolerance": 0.05}))["evidence"]
+    assert "minimal depth 4" in one(pruning_findings.gradual(tmp_path, {"tolerance": 0.02}))["evidence"]
+    assert "minimal depth 3" in one(pruning_findings.gradual(tmp_path, {"tolerance": 0.05}))["evidence"]
 
 
 def test_fig2_is_na_near_chance(tmp_path):
     write(tmp_path, "layer_pruning.csv", gradual_table([0.23, 0.30, 0.34], minimal=2))
-    r = one(findings.gradual(tmp_path))
+    r = one(pruning_findings.gradual(tmp_path))
     assert r["verdict"] == "n/a" and "near chance" in r["evidence"]
     # the chance level is the config's
-    assert one(findings.gradual(tmp_path, {"mmlu_chance": 0.1}))["verdict"] != "n/a"
+    assert one(pruning_findings.gradual(tmp_path, {"mmlu_chance": 0.1}))["verdict"] != "n/a"
 
 
 # --- Table 1: four conditions ------------------------------------------------------------------
@@ -82,7 +84,7 @@ def keeping(tmp_path, mmlu, knowledge, source="discovered", minimal=(0.90, 0.95)
                  knowledge=knowledge[c]) for s in ([source] if isinstance(source, str) else source)
             for c in ("both", "aggregate_only", "gather_only", "neither")]
     write(tmp_path, "head_keeping.csv", rows)
-    return findings.head_keeping(tmp_path)
+    return head_findings.head_keeping(tmp_path)
 
 
 GOOD_MMLU = {"both": 87.0, "aggregate_only": 26.0, "gather_only": 28.0, "neither": 25.0}
@@ -123,7 +125,7 @@ def topk_row(model, k, swde, knowledge, mmlu=80.0, random=None, draws=3):
 
 def topk_verdict(tmp_path, rows):
     write(tmp_path, "topk.csv", rows)
-    return findings.topk(tmp_path, "topk.csv", "claim", ["mmlu", "gsm8k", "swde"], ["knowledge"])
+    return head_findings.topk(tmp_path, "topk.csv", "claim", ["mmlu", "gsm8k", "swde"], ["knowledge"])
 
 
 def test_topk_holds_only_beyond_the_random_draws_spread_with_knowledge_kept(tmp_path):
@@ -211,7 +213,7 @@ def test_fig4_needs_the_growth_beyond_the_probe_spread(tmp_path):
     def verdict(no_agg):
         t = heads.kv_pairs_table({"m": pd.DataFrame(kv_rows("m", "full", full) + kv_rows("m", "no_aggregate", no_agg))})
         t.to_csv(tmp_path / "kv_pairs.csv", index=False)
-        return one(findings.kv_pairs(tmp_path))
+        return one(head_findings.kv_pairs(tmp_path))
 
     assert verdict({2: [0.95, 0.95, 0.95], 16: [0.8, 0.8, 0.8]})["verdict"] == "holds"
     # the same mean growth (0.15), but one probe draw's drop at 16 pairs is below one at 2 pairs
@@ -225,7 +227,7 @@ def test_fig4_is_na_when_the_full_model_does_not_retrieve(tmp_path):
     t = heads.kv_pairs_table({"m": pd.DataFrame(kv_rows("m", "full", full)
                                                 + kv_rows("m", "no_aggregate", {2: [0.5] * 3, 16: [0.0] * 3}))})
     t.to_csv(tmp_path / "kv_pairs.csv", index=False)
-    assert one(findings.kv_pairs(tmp_path))["verdict"] == "n/a"
+    assert one(head_findings.kv_pairs(tmp_path))["verdict"] == "n/a"
 
 
 # --- hybrid distillation: draws of random students --------------------------------------------
@@ -290,12 +292,12 @@ def test_redundancy_compares_the_same_share_of_each_models_heads(tmp_path):
     for name, df in (("att", att), ("ssm", ranking("ssm", "mamba2", [0.3, 0.2, 0.2, 0.2] + [0.0] * 36, 8))):
         df.to_csv(tmp_path / f"{name}.csv", index=False)
         paths[name] = tmp_path / f"{name}.csv"
-    r = one(findings.redundancy(tmp_path, rankings=paths))
+    r = one(head_findings.redundancy(tmp_path, rankings=paths))
     # the SSM's top head matters less (0.3 < 0.5), but its top 10% of heads carry more (0.9 > 0.6)
     assert r["verdict"] == "partly"
     assert "att 0.60 (2 of 20 heads, 4 per layer)" in r["evidence"] and "ssm 0.90 (4 of 40 heads" in r["evidence"]
     ranking("ssm", "mamba2", [0.2, 0.1, 0.1, 0.1] + [0.0] * 36, 8).to_csv(paths["ssm"], index=False)
-    assert one(findings.redundancy(tmp_path, rankings=paths))["verdict"] == "holds"
+    assert one(head_findings.redundancy(tmp_path, rankings=paths))["verdict"] == "holds"
 
 
 # --- on a sampled benchmark: n, intervals, and "not resolved" within them -----------------------
@@ -326,14 +328,14 @@ def test_fig2_on_a_sample_holds_only_beyond_the_interval(tmp_path):
     # full .44, minimal depth 3, .25 below it: the collapse is beyond the interval
     write(tmp_path, "layer_pruning.csv", gradual_table([23 / n, 23 / n, 40 / n, 40 / n, 40 / n], minimal=3,
                                                        knowledge=[33 / n] * 5))
-    r = one(findings.gradual(tmp_path, settings))
+    r = one(pruning_findings.gradual(tmp_path, settings))
     assert r["verdict"] == "holds" and "(40/91, 0.34-0.55)" in r["evidence"] and "drop +0.19 [" in r["evidence"]
     assert "Llama-3.1-8B (paper)" in r["evidence"]
     # the same shape with a drop of 8 answers: past the collapse threshold, within the interval
     write(tmp_path, "layer_pruning.csv", gradual_table([28 / n, 28 / n, 36 / n, 36 / n, 36 / n], minimal=3,
                                                        knowledge=[33 / n] * 5))
-    assert one(findings.gradual(tmp_path, {**settings, "collapse": 0.5}))["verdict"] == "not resolved"
-    assert one(findings.gradual(tmp_path, {"collapse": 0.5}))["verdict"] == "holds"   # unsampled: thresholds only
+    assert one(pruning_findings.gradual(tmp_path, {**settings, "collapse": 0.5}))["verdict"] == "not resolved"
+    assert one(pruning_findings.gradual(tmp_path, {"collapse": 0.5}))["verdict"] == "holds"   # unsampled: thresholds only
 
 
 def test_table1_on_a_sample_holds_only_beyond_the_interval(tmp_path):
@@ -345,8 +347,8 @@ def test_table1_on_a_sample_holds_only_beyond_the_interval(tmp_path):
     rows = [dict(model="m", source="discovered", condition=c, gather="L2H1", aggregate="L3H0", kept="", mmlu=pct[c],
                  knowledge=flat[c]) for c in pct]
     write(tmp_path, "head_keeping.csv", rows)
-    r = one(findings.head_keeping(tmp_path, {"mmlu_n": n}))
+    r = one(head_findings.head_keeping(tmp_path, {"mmlu_n": n}))
     assert r["verdict"] == "holds" and "n = 91 questions" in r["evidence"]
     close = {**pct, "both": 100 * 32 / n}          # 32 vs 24 of 91: 9 points, within the interval
     write(tmp_path, "head_keeping.csv", [{**row, "mmlu": close[row["condition"]]} for row in rows])
-    assert one(findings.head_keeping(tmp_path, {"mmlu_n": n, "tolerance": 0.1}))["verdict"] == "not resolved"
+    assert one(head_findings.head_keeping(tmp_path, {"mmlu_n": n, "tolerance": 0.1}))["verdict"] == "not resolved"

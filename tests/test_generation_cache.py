@@ -6,7 +6,7 @@ lm-eval's generate_until calls ``model.generate(..., use_cache=True)``; these mo
 import pytest
 import torch
 
-from gna.hybrid import build_student
+from gna.hybrid.student import build_student
 from gna.interventions import ablate_heads
 from gna.models.llamba import LlambaCache, LlambaConfig, LlambaForCausalLM
 from gna.models.tiny import build_tiny_model, strengthen_llamba_mixers

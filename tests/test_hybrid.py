@@ -8,8 +8,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from gna.errors import ConfigError, HeadIndexError
-from gna.hybrid import (AttentionLayerShim, align_student, build_student, distill, heads_from_ranking, random_heads,
-                        swap_teacher_layer, to_llamba)
+from gna.hybrid.distillation import distill
+from gna.hybrid.student import build_student, heads_from_ranking, random_heads, to_llamba
+from gna.hybrid.swap import AttentionLayerShim, align_student, swap_teacher_layer
 from gna.interventions import ablate_heads, replace_layers, swap_layer
 from gna.models import describe
 from gna.models.adapters.hybrid_student import HybridAdapter

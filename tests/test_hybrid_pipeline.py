@@ -9,9 +9,9 @@ import torch
 
 from gna.errors import ConfigError, ProbeError
 from gna.evaluation.lm_eval_bridge import TaskSuite
-from gna.experiments.distill_data import (WebStream, checkpoint_dir, heldout_perplexity, make_stream, seq_len_of,
-                                          stage_steps)
 from gna.experiments.ssm_masking import export_mc_examples, masked_accuracy, masking_rows, ssm_ga_heads
+from gna.hybrid.study.data import checkpoint_dir, heldout_perplexity, make_stream, seq_len_of, stage_steps
+from gna.hybrid.study.web_stream import WebStream
 from gna.micro.tasks import micro_vocabulary
 from gna.micro.tokenizer import word_level_tokenizer
 from gna.micro.world import WorldConfig
@@ -19,6 +19,7 @@ from gna.models import describe
 from gna.models.tiny import build_tiny_model
 from gna.probes.scoring import encode, score
 from gna.report import findings, hybrid_distillation
+from gna.report.findings import hybrids as hybrid_findings
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ROOT / "data/micro/tasks"
@@ -168,5 +169,5 @@ def test_hybrid_tables_put_the_published_rows_under_ours_and_findings_read_them(
     assert "top-1 over the vocabulary" in kv["evidence"] and "multiple choice over the values k=0 56.5" in kv["evidence"]
     assert "kv_mc" in (f / "hybrid_heads.md").read_text() and "top-1" in (f / "hybrid_heads.md").read_text()
     nothing = tmp_path / "nothing"
-    assert [check(nothing) for check in (findings.ssm_masking, findings.hybrid_attention, findings.layer_swap,
-                                         findings.distillation)] == [[], [], [], []]
+    assert [check(nothing) for check in (hybrid_findings.ssm_masking, hybrid_findings.hybrid_attention,
+                                         hybrid_findings.layer_swap, hybrid_findings.distillation)] == [[], [], [], []]

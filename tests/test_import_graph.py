@@ -1,8 +1,10 @@
 """The library's import graph has no cycle, counting the imports inside functions too (a lazy import
 that goes back to its importer is a circle a reader must hold in mind, and the next refactor may
-make it eager): every module of ``gna`` can be imported on its own, and a package's ``__init__``
-never needs a module that needs the package back."""
+make it eager) and the modules one starts as a process (``python -m gna.x``): every module of ``gna``
+can be imported on its own, and a package's ``__init__`` never needs a module that needs the package
+back. What the Snakefile imports at every parse imports no torch."""
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,6 +69,36 @@ def imports_at_load(mod: str, path: Path) -> set[str]:
     return imports_of(mod, path, lazy=False)
 
 
+def launches_of(path: Path) -> set[str]:
+    """gna modules ``path`` starts as a process: the name after a ``"-m"`` in a list or tuple (a
+    command line), written there or held by a module-level constant. A module started so is an edge
+    as much as one imported: renaming it breaks the starter. A ``"-m"`` followed by anything else
+    (a parameter, an expression) comes back as ``"?"``, a start the graph cannot follow."""
+    tree = ast.parse(path.read_text())
+    constants = {t.id: n.value.value for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                 and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)
+                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+    out = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.List, ast.Tuple)):
+            continue
+        for flag, arg in zip(node.elts, node.elts[1:]):
+            if not (isinstance(flag, ast.Constant) and flag.value == "-m"):
+                continue
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                name = arg.value
+            else:
+                name = constants.get(arg.id, "?") if isinstance(arg, ast.Name) else "?"
+            if name == "?" or name == "gna" or name.startswith("gna."):
+                out.add(name)
+    return out
+
+
+def edges_of(mod: str, path: Path) -> set[str]:
+    """Everything ``mod`` needs to run: its imports, lazy ones included, and the modules it starts."""
+    return imports_of(mod, path) | (launches_of(path) - {mod})
+
+
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     state: dict[str, int] = {}
     stack: list[str] = []
@@ -94,8 +126,61 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_no_import_cycle_among_gna_modules_lazy_imports_included():
-    cycle = find_cycle({m: imports_of(m, p) for m, p in MODULES.items()})
+    cycle = find_cycle({m: edges_of(m, p) for m, p in MODULES.items()})
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def _has_main_block(path: Path) -> bool:
+    return any(isinstance(n, ast.If) and ast.unparse(n.test).replace("'", '"') == '__name__ == "__main__"'
+               for n in ast.parse(path.read_text()).body)
+
+
+def launch_problems(launches: dict[str, set[str]]) -> list[str]:
+    """What is wrong with each ``starter -> started modules``: a name the graph cannot read, a module
+    that does not exist, one with no ``__main__`` block to run."""
+    problems = []
+    for starter, names in sorted(launches.items()):
+        for name in sorted(names):
+            if name == "?":
+                problems.append(f"{starter} starts a module by a name the import graph cannot read")
+            elif name not in MODULES:
+                problems.append(f"{starter} starts {name}, which is no module of gna")
+            elif not _has_main_block(MODULES[name]):
+                problems.append(f"{starter} starts {name}, which has no __main__ block")
+    return problems
+
+
+def test_every_module_started_as_a_process_exists_and_can_run():
+    """A module the library starts with ``python -m`` (the stage job's ranks) is named where the graph
+    reads it, exists, and has a ``__main__`` block to run."""
+    launches = {m: launches_of(p) for m, p in MODULES.items() if launches_of(p)}
+    assert launch_problems(launches) == []
+    assert launches == {"gna.hybrid.stage_launch": {"gna.hybrid.stage_job"}}
+
+
+def test_the_launch_check_sees_a_started_module(tmp_path):
+    """The check itself: a ``-m`` name held by a constant is an edge (a circle through it is found),
+    a missing module is named as such, and a name made at run time is a start it cannot follow."""
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text('MOD = "gna.b"\ndef start(f):\n    return ["python", "-m", MOD, f]\n')
+    b.write_text("def f():\n    from .a import start\nif __name__ == '__main__':\n    f()\n")
+    MODULES.update({"gna.a": a, "gna.b": b})
+    try:
+        assert launches_of(a) == {"gna.b"} and _has_main_block(b)
+        graph = {"gna.a": edges_of("gna.a", a), "gna.b": edges_of("gna.b", b)}
+        assert find_cycle(graph) == ["gna.a", "gna.b", "gna.a"]
+        assert launch_problems({"gna.a": launches_of(a)}) == []
+        b.write_text("def f():\n    from .a import start\n")
+        assert launch_problems({"gna.a": launches_of(a)}) == ["gna.a starts gna.b, which has no __main__ block"]
+        a.write_text('def start(f):\n    return ("python", "-m", "gna.missing", f)\n')
+        assert launch_problems({"gna.a": launches_of(a)}) == ["gna.a starts gna.missing, which is no module of gna"]
+        a.write_text('def start(module, f):\n    return ["python", "-m", module, f]\n')
+        assert launch_problems({"gna.a": launches_of(a)}) == [
+            "gna.a starts a module by a name the import graph cannot read"]
+        a.write_text('CMD = ["python", "-m", "pip", "install"]\n')
+        assert launches_of(a) == set()
+    finally:
+        del MODULES["gna.a"], MODULES["gna.b"]
 
 
 def test_the_cycle_check_sees_a_lazy_circle(tmp_path):
@@ -166,5 +251,63 @@ def test_packages_import_only_what_their_docstring_allows():
 
 
 def test_the_new_packages_say_what_they_may_import():
-    for pkg in ("scan", "jobs", "config", "evaluation", "patterns"):
+    for pkg in ("scan", "jobs", "config", "evaluation", "patterns", "hybrid", "hybrid/study"):
         assert "May import:" in (PKG / pkg / "__init__.py").read_text(), pkg
+
+
+# -- what the Snakefile imports at every parse ------------------------------------------------------
+
+ROOT = PKG.parents[1]
+WORKFLOW_FILES = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
+HEAVY = ("torch", "transformers", "datasets")
+
+
+def workflow_imports() -> set[str]:
+    """The gna modules the Snakefile and the rule files import (``from gna.x import y``, at any indent:
+    a rule file's function runs at parse time too); ``y`` counts when it is a module itself."""
+    out = set()
+    for f in WORKFLOW_FILES:
+        for base, names in re.findall(r"^\s*from (gna[\w.]*) import \(?([\w ,]*)", f.read_text(), flags=re.M):
+            out.add(base)
+            out |= {f"{base}.{n.split()[0]}" for n in names.split(",") if n.strip()
+                    and f"{base}.{n.split()[0]}" in MODULES}
+        out |= set(re.findall(r"^\s*import (gna[\w.]*)", f.read_text(), flags=re.M))
+    return out
+
+
+def heavy_imports(modules, path: Path = PKG.parent) -> list[str]:
+    """The modules, imported in turn in one fresh interpreter (``path`` first on its ``sys.path``),
+    until one loads a heavy package (torch, transformers, datasets): ``[module, package...]`` for that
+    one, ``[]`` when they all stay out."""
+    code = ("import importlib, sys\n"
+            f"sys.path.insert(0, {str(path)!r})\n"
+            f"for m in {sorted(modules)!r}:\n"
+            "    importlib.import_module(m)\n"
+            f"    loaded = [h for h in {HEAVY!r} if h in sys.modules]\n"
+            "    if loaded:\n"
+            "        print(m, *loaded)\n"
+            "        break\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.split()
+
+
+def test_the_snakefile_imports_distillation_only_from_its_torch_free_part():
+    """Snakemake parses the Snakefile on every call (a dry run, a status, each job's own start): it
+    may import from gna.hybrid only gna.hybrid.study, and that part, like everything else the
+    workflow imports, loads no torch, transformers or datasets."""
+    used = workflow_imports()
+    assert "gna.hybrid.study.variants" in used and "gna.hybrid.study.token_sets" in used
+    hybrid = {m for m in used if m.startswith("gna.hybrid")}
+    assert all(m in ("gna.hybrid", "gna.hybrid.study") or m.startswith("gna.hybrid.study.")
+               for m in hybrid), hybrid
+    study = {m for m in MODULES if m.startswith("gna.hybrid.study")}
+    assert heavy_imports(used | study | {"gna.hybrid", "gna.hybrid.stage_launch"}) == []
+
+
+def test_the_torch_free_check_sees_torch(tmp_path):
+    """The check itself: the first module that loads torch is named, with what it loaded."""
+    (tmp_path / "light.py").write_text("import json\n")
+    (tmp_path / "uses_torch.py").write_text("import torch\n")
+    assert heavy_imports(["light"], tmp_path) == []
+    assert heavy_imports(["light", "uses_torch"], tmp_path) == ["uses_torch", "torch"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gna.errors import ConfigError
-from gna.experiments.distill_ranks import launch_resources
+from gna.hybrid.study.stage_ranks import launch_resources
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -35,7 +35,7 @@ def test_launch_resources_for_one_node_several_nodes_and_one_gpu_per_node():
 
 
 def test_more_ranks_than_gpus_are_refused_before_any_work():
-    from gna.hybrid.stage_job import check_rank_devices
+    from gna.hybrid.stage_launch import check_rank_devices
 
     with pytest.raises(ConfigError, match=r"8 x 1 ranks, but this machine has no CUDA GPU.*cpu_ranks: true"):
         check_rank_devices(8, 1, device_count=0)

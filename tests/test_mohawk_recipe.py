@@ -12,9 +12,11 @@ import yaml
 
 from gna.config.schema import with_defaults
 from gna.errors import ConfigError
-from gna.experiments.distill_data import WebStream, make_stream, stage_data
-from gna.hybrid import build_student, distill, lr_factor, stage_options, stage_trainable
-from gna.hybrid.stage_settings import check_schedule
+from gna.hybrid.distillation import distill
+from gna.hybrid.stage_settings import check_schedule, lr_factor, stage_options, stage_trainable
+from gna.hybrid.student import build_student
+from gna.hybrid.study.data import make_stream, stage_data
+from gna.hybrid.study.web_stream import WebStream
 from gna.models.tiny import build_tiny_model
 
 torch.set_num_threads(1)

@@ -99,7 +99,7 @@ def test_heldout_perplexity_in_chunks_equals_full_logits_and_its_estimate_holds(
     fp32 copy and a log-softmax: ~67 GB at 32 x 2047 x 128k); same number, the estimate's memory."""
     import math
 
-    from gna.experiments.distill_data import heldout_perplexity
+    from gna.hybrid.study.data import heldout_perplexity
 
     model, info = tiny_teacher
     ids = torch.randint(0, 2048, (8, 128), generator=torch.Generator().manual_seed(0))
@@ -114,7 +114,7 @@ def test_heldout_perplexity_in_chunks_equals_full_logits_and_its_estimate_holds(
 
 
 def test_distillation_step_estimate_matches_the_measured_peak(tiny_teacher):
-    from gna.hybrid import build_student
+    from gna.hybrid.student import build_student
     from gna.hybrid.stage_losses import _stage3
 
     teacher, info = tiny_teacher
@@ -174,7 +174,8 @@ def test_check_profile_names_a_job_that_does_not_fit():
 
 
 def test_a_stage_on_more_gpus_takes_less_wall_time_at_the_same_memory_per_gpu():
-    from gna.plan.jobs import Study, _training
+    from gna.plan.jobs import Study
+    from gna.plan.ranks import training_estimate as _training
 
     cfg = with_defaults(yaml.safe_load(PAPER.read_text()))
     s, d = Study(cfg, Hardware()), cfg["experiments"]["hybrid_distillation"]

@@ -7,7 +7,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from gna.hybrid import build_student, distill
+from gna.hybrid.distillation import distill
+from gna.hybrid.student import build_student
 from gna.models import load_model
 from gna.models.tiny import build_tiny_model
 from gna.probes.kv import generate_kv_probe

@@ -12,7 +12,8 @@ import yaml
 from gna.config.schema import with_defaults
 from gna.plan import Hardware, dag_jobs
 from gna.plan.cpu_hours import cpu_hour_lines, cpu_hours, is_cpu_study
-from gna.plan.jobs import Study, estimate_job
+from gna.plan.job_estimates import evaluation, head_scan
+from gna.plan.jobs import Study
 from gna.plan.scan_methods import cpu_hardware
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,9 +97,8 @@ def test_the_scan_method_is_per_model():
     cfg, hw = real_config(), cpu_hardware(Hardware())   # on a core, where the scan's FLOPs dominate
     assert cfg["scan"]["method"] == "atp+exact" and cfg["scan"]["method_by_model"] == {SMOL: "exact"}
     s = Study(cfg, hw)
-    exact = estimate_job(s, "head_scan", {"model": SMOL}, True).hours
-    fast = estimate_job(Study({**cfg, "scan": {**cfg["scan"], "method_by_model": {}}}, hw), "head_scan",
-                        {"model": SMOL}, True).hours
+    exact = head_scan(s, {"model": SMOL}).hours
+    fast = head_scan(Study({**cfg, "scan": {**cfg["scan"], "method_by_model": {}}}, hw), {"model": SMOL}).hours
     assert exact > 2 * fast   # SmolLM2 ablates all 270 heads, not the estimate's top ones
 
 
@@ -130,8 +130,8 @@ def test_the_local_mmlu_sample_sizes_the_plans_evaluations():
     cfg = real_config()
     big = {**cfg, "benchmarks": {"mmlu": {**cfg["benchmarks"]["mmlu"], "size": 182}}}
     core = cpu_hardware(Hardware())   # where the evaluation, not the loading, is the cost
-    one = estimate_job(Study(cfg, core), "gradual_pruning", {"model": QWEN, "depth": "28"}, True).hours
-    two = estimate_job(Study(big, core), "gradual_pruning", {"model": QWEN, "depth": "28"}, True).hours
+    one = evaluation(Study(cfg, core), {"model": QWEN, "depth": "28"}, ["mmlu", "knowledge"], "depth").hours
+    two = evaluation(Study(big, core), {"model": QWEN, "depth": "28"}, ["mmlu", "knowledge"], "depth").hours
     assert 1.6 < two / one < 2.05
 
 

@@ -6,7 +6,7 @@ whose rank 1 is SIGKILLed after a checkpoint resumes on 4 ranks, and in one proc
 uninterrupted run's weights; the stage's output is an ordinary checkpoint of the whole student.
 
 Two launches run this file as the ranks' program (``__main__`` below); every comparison is against
-one process running :func:`gna.hybrid.distill` on the same batches, in the test's own process.
+one process running :func:`gna.hybrid.distillation.distill` on the same batches, in the test's own process.
 Tolerances (the weights move by ~1.5e-2 in 5 steps): float32, max |difference| of any weight 1e-5
 (measured here: at most 4.4e-7 over the stages on 2 and 4 ranks, 4.7e-8 resumed; the ranks sum
 their gradients in another order; a gradient averaged instead of summed would be off by ~1e-3);
@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gna.hybrid import distill
+from gna.hybrid.distillation import distill
 from test_distributed import ROOT, data, student, teacher
 
 STEPS, LR = 5, 3e-3

@@ -181,7 +181,7 @@ def test_a_distillation_stage_runs_on_two_ranks_in_one_slurm_job(cluster, profil
 
 @needs_slurm
 def test_ranks_started_by_srun_join_one_process_group(cluster, tmp_path):
-    # The several-node launch (gna.experiments.distill_ranks): srun, one task per rank, the rank from
+    # The several-node launch (gna.hybrid.stage_launch): srun, one task per rank, the rank from
     # SLURM_PROCID (gna.hybrid.distributed.process_group); here 2 tasks on the one node, running
     # tests/test_distributed.py's ranks: their stage-1 weights equal one process', and the rank that
     # fails at the end fails the step (--kill-on-bad-exit).

@@ -11,10 +11,10 @@ import yaml
 
 from gna.config.schema import with_defaults
 from gna.errors import ConfigError
-from gna.experiments import web_stream as W
-from gna.experiments.distill_data import make_stream
-from gna.experiments.token_sets import token_sets, tokens_of
-from gna.experiments.token_shards import INDEX, TokenShards, write_token_shards
+from gna.hybrid.study import web_stream as W
+from gna.hybrid.study.data import make_stream
+from gna.hybrid.study.token_sets import token_sets, tokens_of
+from gna.hybrid.study.token_shards import INDEX, TokenShards, write_token_shards
 
 ROOT = Path(__file__).resolve().parents[1]
 

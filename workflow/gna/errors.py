@@ -29,6 +29,10 @@ class ConfigError(GnaError):
     """A configuration value that fails validation."""
 
 
+class StudyConfigError(ConfigError, ValueError):
+    """A study config that names what does not exist or cannot run (gna.config.checks)."""
+
+
 class DeviceError(ConfigError):
     """A job asked for a device (``device: cuda``) this machine or this torch build lacks."""
 

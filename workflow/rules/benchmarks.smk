@@ -59,3 +59,7 @@ rule local_mmlu_tasks:
 rule mmlu_baselines:
     input:
         expand(f"{MMLU_DIR}/{{model}}.csv", model=MMLU_LOCAL["models"]),
+
+
+# Not part of `all`: `snakemake mmlu_baselines` runs it.
+EXPERIMENT_REGISTRY.declare("mmlu_baselines", plan={"mmlu_baseline": Estimator("gna.plan.job_estimates:mmlu_sample")})

@@ -7,10 +7,11 @@ from snakemake.utils import validate
 
 from gna.config import checks as config_checks
 from gna.evaluation.local_mmlu import TASKS as LOCAL_MMLU_TASKS
-from gna.experiments.distill_variants import WILDCARD as VARIANT_WILDCARD
-from gna.experiments.distill_variants import distill_variants
-from gna.experiments.distill_ranks import check_split, cpus_per_rank, launch_resources, stage_world
-from gna.experiments.token_sets import token_sets, tokens_of
+from gna.experiments.registry import Estimator, Registry, Section
+from gna.hybrid.study.variants import WILDCARD as VARIANT_WILDCARD
+from gna.hybrid.study.variants import distill_variants
+from gna.hybrid.study.stage_ranks import check_split, cpus_per_rank, launch_resources, stage_world
+from gna.hybrid.study.token_sets import token_sets, tokens_of
 
 # One torch thread per job: two threads on a loaded 2-core machine ran 13-17x slower.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -205,6 +206,39 @@ def k_values(experiment, model):
     return e.get("k_by_model", {}).get(model, e["k"])
 
 
+def paper_keys(models):
+    """Names of the models in the published tables (data/published), where they are the paper's."""
+    return {m: config["models"][m].get("paper_key", "") for m in models}
+
+
+# Each experiment declares, in its own rules' file (gna.experiments.registry), its final targets, batched
+# rules, plan estimators and findings sections. The shared rules loop over it.
+EXPERIMENT_REGISTRY = Registry()
+
+
+def all_targets():
+    """The final outputs of the experiments the study runs, and its findings."""
+    return EXPERIMENT_REGISTRY.targets(EXPERIMENTS) + [f"{FIGURES}/findings.md"]
+
+
+def other_probe_seeds(seeds):
+    """KV probe seeds an experiment scores heads on: ``seeds`` (its config's; null: unset), by default
+    three draws other than the ranking's (kv_probe.seed), so the heads were not selected on those prompts."""
+    return [config["kv_probe"]["seed"] + i for i in (1, 2, 3)] if seeds is None else list(seeds)
+
+
+RANKING_FILES = {"single": "results/scan/{model}.ranking.csv",
+                 "across_formats": "results/questions/formats/{model}.ranking.csv",
+                 "over_seeds": "results/questions/seeds/{model}.ranking.csv"}
+
+
+# used by heads.smk and hybrid.smk
+def ranking_file(choice, model):
+    """The ranking an experiment takes its heads from (its ``ranking``: single, the scan's; across_formats,
+    by the worst rank over probe formats; over_seeds, by the mean rank over probe seeds; questions.smk)."""
+    return RANKING_FILES[choice or "single"].format(model=model)
+
+
 def random_draws(name):
     """Seeds of the random-k control (k random heads of the same kinds), one job per seed and k > 0
     (topk_removal.random_draws; arc_chat has no control)."""
@@ -218,44 +252,6 @@ def topk_outputs(experiment):
             + [f"results/{experiment}/{m}/k{k}-random{d}.csv" for k in k_values(experiment, m) if k > 0
                for d in random_draws(experiment)]
             for m in experiment_models(experiment)}
-
-
-def paper_keys(models):
-    """Names of the models in the published tables (data/published), where they are the paper's."""
-    return {m: config["models"][m].get("paper_key", "") for m in models}
-
-
-def all_targets():
-    targets = (expand("results/scan/{model}.ranking.csv", model=SCAN_MODELS)
-               + expand(f"{FIGURES}/explorer/{{model}}.html", model=SCAN_MODELS)
-               + [f"{FIGURES}/head_ranking.png", f"{FIGURES}/head_ranking.md"]
-               + ([f"{FIGURES}/scan_agreement.md"] if config["scan"]["check_models"] else []))
-    if "layer_pruning" in EXPERIMENTS:
-        targets += [f"{FIGURES}/gradual_pruning.png", f"{FIGURES}/individual_pruning.png"]
-    if "head_keeping" in EXPERIMENTS:
-        targets += [f"{FIGURES}/head_keeping.md"]
-    if "kv_pairs" in EXPERIMENTS:
-        targets += [f"{FIGURES}/kv_pairs.png"]
-    if "topk_removal" in EXPERIMENTS:
-        targets += [f"{FIGURES}/topk_removal.md", f"{FIGURES}/topk_removal.png"]
-    if "arc_chat" in EXPERIMENTS:
-        targets += [f"{FIGURES}/arc_chat.md"]
-    if "memory" in EXPERIMENTS:
-        targets += [f"{FIGURES}/inference_memory.md"]
-    if "heatmaps" in EXPERIMENTS:
-        targets += [f"{FIGURES}/ga_heatmaps.png"]
-    if "ssm_masking" in EXPERIMENTS:
-        targets += [f"{FIGURES}/ssm_masking.png", f"{FIGURES}/ssm_masking.md"]
-    if "hybrid_attention" in EXPERIMENTS:
-        targets += [f"{FIGURES}/hybrid_attention.md"]
-    if "row_sweep" in EXPERIMENTS:
-        targets += [f"{FIGURES}/row_sweep.png", f"{FIGURES}/row_sweep.md"]
-    if "layer_swap" in EXPERIMENTS:
-        targets += [f"{FIGURES}/layer_swap.png", f"{FIGURES}/layer_swap.md"]
-    if "hybrid_distillation" in EXPERIMENTS:
-        targets += [f"{FIGURES}/hybrid_heads.png", f"{FIGURES}/hybrid_heads.md", f"{FIGURES}/hybrid_state_size.md"]
-    targets += question_targets()  # questions.smk
-    return targets + [f"{FIGURES}/findings.md"]
 
 
 # used by scan.smk: the head explorer's probe prompts per head and top heads shown (besides every
@@ -279,13 +275,7 @@ def scan_probe(scan_dir):
 def keeping_sources(model):
     """Table 1's head sources of a model: heads named in the config (the paper's), and the heads
     discovered by ablating each head of the critical layers alone on MMLU."""
-    return (["named"] if model in HEAD_KEEPING.get("named_heads", {}) else []) + ["discovered"]
-
-
-def other_probe_seeds(seeds):
-    """KV probe seeds an experiment scores heads on: ``seeds`` (its config's; null: unset), by default
-    three draws other than the ranking's (kv_probe.seed), so the heads were not selected on those prompts."""
-    return [config["kv_probe"]["seed"] + i for i in (1, 2, 3)] if seeds is None else list(seeds)
+    return (["named"] if model in experiment_config("head_keeping").get("named_heads", {}) else []) + ["discovered"]
 
 
 # used by heads.smk
@@ -298,13 +288,14 @@ def kv_pairs_seeds():
 def hybrid_attention_files(m):
     """The model's results, in config order: k = 0 once (the unmodified model: top-k removal's
     k0 where that experiment runs it with the same tasks, else its own), then per mode each k."""
-    ks = HYBRID_ATTENTION.get("k_by_model", {}).get(m, HYBRID_ATTENTION["k"])
+    settings = experiment_config("hybrid_attention")
+    ks = settings.get("k_by_model", {}).get(m, settings["k"])
     files = []
     if 0 in ks:
         shared = m in experiment_models("topk_removal") and 0 in k_values("topk_removal", m)
-        first = HYBRID_ATTENTION["modes"][0]
+        first = settings["modes"][0]
         files.append(f"results/topk_removal/{m}/k0.csv" if shared else f"results/hybrid_attention/{m}/{first}-k0.csv")
-    files += [f"results/hybrid_attention/{m}/{mode}-k{k}.csv" for mode in HYBRID_ATTENTION["modes"]
+    files += [f"results/hybrid_attention/{m}/{mode}-k{k}.csv" for mode in settings["modes"]
               for k in ks if k != 0]
     return files
 
@@ -317,22 +308,10 @@ def _distill_at(value, stage):
 
 # used by hybrid.smk
 def _distill_data_at(data, stage):
-    """data with its by_stage[stage - 1] overrides merged in (gna.experiments.distill_data.stage_data)."""
+    """data with its by_stage[stage - 1] overrides merged in (gna.hybrid.study.data.stage_data)."""
     if data.get("by_stage") is None:
         return data
     return {**{k: v for k, v in data.items() if k != "by_stage"}, **(data["by_stage"][stage - 1] or {})}
-
-
-RANKING_FILES = {"single": "results/scan/{model}.ranking.csv",
-                 "across_formats": "results/questions/formats/{model}.ranking.csv",
-                 "over_seeds": "results/questions/seeds/{model}.ranking.csv"}
-
-
-# used by heads.smk and hybrid.smk
-def ranking_file(choice, model):
-    """The ranking an experiment takes its heads from (its ``ranking``: single, the scan's; across_formats,
-    by the worst rank over probe formats; over_seeds, by the mean rank over probe seeds; questions.smk)."""
-    return RANKING_FILES[choice or "single"].format(model=model)
 
 
 # used by questions.smk
@@ -349,21 +328,3 @@ def seed_ranking(model, seed):
     if seed == config["kv_probe"]["seed"]:
         return f"results/scan/{model}.ranking.csv"
     return f"results/questions/seeds/{model}/s{seed}.ranking.csv"
-
-
-# used by all_targets (questions.smk's settings: included before report.smk, whose findings rule calls it)
-def question_targets():
-    """The figures and tables of the open questions this study runs (questions.smk's rules)."""
-    targets = []
-    if HEAD_PAIRS:
-        targets += [f"{FIGURES}/head_pairs.png", f"{FIGURES}/head_pairs.md"]
-    if PROBE_FORMATS:
-        targets += [f"{FIGURES}/probe_formats.png", f"{FIGURES}/probe_formats.md"]
-    if RANKING_SEEDS:
-        targets += [f"{FIGURES}/ranking_seeds.png", f"{FIGURES}/ranking_seeds.md"]
-    if GA_PATHS:
-        targets += [f"{FIGURES}/ga_paths.png", f"{FIGURES}/ga_paths.md"]
-    if MOHAWK_EXPORT:
-        targets += [f"results/questions/mohawk/{m}/{name}_{k}.{ext}" for m in MOHAWK_EXPORT["models"]
-                    for k in MOHAWK_EXPORT["k"] for name, ext in (("architecture", "yaml"), ("heads", "txt"))]
-    return targets

@@ -177,6 +177,8 @@ rule topk_tables:
         roles=lambda wc: task_roles("topk" if wc.experiment == "topk_removal" else "arc"),
         paper_keys=lambda wc: paper_keys(experiment_models(wc.experiment)),
         published=lambda wc: "ablation_topk.csv" if wc.experiment == "topk_removal" else "arc_chat_vs_regular.csv",
+        title=lambda wc: ("Removing the top-k KV-retrieval heads (slide tables)" if wc.experiment == "topk_removal"
+                          else "ARC-C chat vs regular under top-k removal"),
     log:
         "logs/figures/{experiment}.log",
     conda:
@@ -197,3 +199,45 @@ rule topk_figure:
         CPU_ENV
     script:
         "../scripts/topk_figure.py"
+
+
+EXPERIMENT_REGISTRY.declare(
+    "head_keeping",
+    targets=lambda: [f"{FIGURES}/head_keeping.md"],
+    batched={"head_keeping": lambda wc: ()},
+    plan={"critical_heads": Estimator("gna.plan.job_estimates:critical_heads", {"roles": ["mmlu"]}),
+          "head_keeping": Estimator("gna.plan.job_estimates:evaluation",
+                                    {"roles": ["mmlu", "knowledge"], "layers": "minimal"})},
+    findings=[Section(20, "gna.report.findings.heads:head_keeping")],
+)
+EXPERIMENT_REGISTRY.declare(
+    "kv_pairs",
+    targets=lambda: [f"{FIGURES}/kv_pairs.png"],
+    batched={"kv_pairs": lambda wc: ()},
+    plan={"kv_pairs": Estimator("gna.plan.job_estimates:probe_pairs", experiment="kv_pairs")},
+    findings=[Section(21, "gna.report.findings.heads:kv_pairs")],
+)
+# The topk_removal rule runs both experiments (its wildcard `experiment`): top-k removal on the
+# retrieval-heavy and knowledge tasks, and ARC-C regular vs chat.
+EXPERIMENT_REGISTRY.declare(
+    "topk_removal",
+    targets=lambda: [f"{FIGURES}/topk_removal.md", f"{FIGURES}/topk_removal.png"],
+    batched={"topk_removal": lambda wc: ()},
+    # the per-model lists of k, which topk_tables takes by wildcard
+    batch_inputs=lambda: [f for e in ("topk_removal", "arc_chat") for files in topk_outputs(e).values() for f in files],
+    plan={"topk_removal": Estimator("gna.plan.job_estimates:evaluation",
+                                    {"roles": {"topk_removal": ["mmlu", "retrieval", "knowledge"],
+                                               "arc_chat": ["arc_regular", "arc_chat"]}})},
+    findings=[Section(22, "gna.report.findings.heads:topk",
+                      {"name": "topk_removal.csv",
+                       "claim": "Slides: removing the top-k KV heads hurts retrieval-heavy tasks more than removing k "
+                                "random heads, knowledge holds",
+                       "retrieval": ["mmlu", "gsm8k", "swde", "bbh"], "knowledge": ["knowledge"]})],
+)
+EXPERIMENT_REGISTRY.declare(
+    "arc_chat",
+    targets=lambda: [f"{FIGURES}/arc_chat.md"],
+    findings=[Section(23, "gna.report.findings.heads:topk",
+                      {"name": "arc_chat.csv", "claim": "ARC-C chat (letter) falls under top-k removal, regular ARC-C holds",
+                       "retrieval": ["arc_challenge_chat"], "knowledge": ["arc_challenge"]})],
+)

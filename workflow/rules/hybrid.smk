@@ -28,16 +28,18 @@
 # checkpoints) is read by the script from the config, not a param: changing it changes no result,
 # so it must not rerun the stages.
 
+from gna.hybrid.study.variants import parse_variant
+
 LAYER_SWAP = experiment_config("layer_swap")
 DISTILL = experiment_config("hybrid_distillation")
 STAGE_NAMES = {1: "matrices", 2: "hidden_states", 3: "end_to_end"}
 
 
-# The students, by name (gna.experiments.distill_variants: k{k}-s{state}-ranked, k{k}-s{state}-random{draw}).
+# The students, by name (gna.hybrid.study.variants: k{k}-s{state}-ranked, k{k}-s{state}-random{draw}).
 DISTILL_VARIANTS = distill_variants(DISTILL)
 
 
-# What each stage runs with (budgets: steps, or tokens -> steps; see gna.experiments.distill_data);
+# What each stage runs with (budgets: steps, or tokens -> steps; see gna.hybrid.study.data);
 # none without the experiment.
 DISTILL_STAGE = {
     stage: {"stage": stage, "name": STAGE_NAMES[stage],
@@ -92,11 +94,11 @@ KV_TOP1_PROBES = [probe_path(n_pairs=DISTILL.get("kv_top1_pairs"), seed=s, separ
 
 # Paper scale reads web data (fineweb-edu, finemath): rule distill_tokens tokenizes each mix once into
 # results/distill_data/<teacher>/<split>-<digest>/, where the Hub is reachable; every job below reads those
-# shards offline and a resumed stage starts at its step (gna.experiments.token_shards). The micro corpus
+# shards offline and a resumed stage starts at its step (gna.hybrid.study.token_shards). The micro corpus
 # is generated inside the jobs: no token folders.
 TOKEN_SETS = token_sets(config)
 
-# Every stage job runs on gpus_per_stage x nodes ranks (gna.experiments.distill_ranks; the script starts
+# Every stage job runs on gpus_per_stage x nodes ranks (gna.hybrid.study.stage_ranks; the script starts
 # them with torchrun, or srun on several nodes: then one task per GPU). Not params: the number of ranks
 # changes no result (to the rounding of the gradients' sums), and a stage resumes on any number of ranks.
 DISTILL_GPUS, DISTILL_NODES = stage_world(DISTILL)
@@ -105,7 +107,7 @@ DISTILL_GPUS, DISTILL_NODES = stage_world(DISTILL)
 DISTILL_PRIORITY = 1
 if DISTILL:
     check_split([DISTILL_STAGE[s]["data"].get("batch_size", 16) for s in DISTILL_STAGE], DISTILL_GPUS * DISTILL_NODES)
-# What a stage job asks of Slurm (gna.experiments.distill_ranks.launch_resources): the GPUs per node,
+# What a stage job asks of Slurm (gna.hybrid.study.stage_ranks.launch_resources): the GPUs per node,
 # hybrid_distillation.cpus_per_rank cores per rank, one task per rank across nodes. Locally, Snakemake
 # counts the job's ranks as its threads.
 DISTILL_LAUNCH = launch_resources(DISTILL_GPUS, DISTILL_NODES, cpus_per_rank(DISTILL), bool(GPUS))
@@ -318,7 +320,7 @@ rule distill_tokens:
         name=r"(train|heldout)-[0-9a-f]{10}",
     params:
         spec=lambda wc: model_spec(wc.teacher),
-        # data (the mix), split, seed, rows (gna.experiments.token_sets)
+        # data (the mix), split, seed, rows (gna.hybrid.study.token_sets)
         tokens=lambda wc, output: {k: v for k, v in TOKEN_SETS[output[0]].items() if k != "readers"},
     threads: max(THREADS, 8)
     log:
@@ -358,3 +360,37 @@ rule hybrid_tables:
         CPU_ENV
     script:
         "../scripts/hybrid_tables.py"
+
+
+EXPERIMENT_REGISTRY.declare(
+    "layer_swap",
+    targets=lambda: [f"{FIGURES}/layer_swap.png", f"{FIGURES}/layer_swap.md"],
+    batched={"layer_swap": lambda wc: ()},
+    plan={"layer_swap": Estimator("gna.plan.job_estimates:swapped_layer", experiment="layer_swap"),
+          "align_student": Estimator("gna.plan.job_estimates:aligned_student", experiment="layer_swap")},
+    findings=[Section(60, "gna.report.findings.hybrids:layer_swap")],
+)
+# A stage batch holds one stage of one state size (stage 3 reads stage 2), and only where a stage is
+# one process (gpus_per_stage x nodes = 1): on ranks, each stage is its own launch. A student's
+# evaluation waits only for the students of its own state size (its name says it), the teacher alone.
+EXPERIMENT_REGISTRY.declare(
+    "hybrid_distillation",
+    targets=lambda: [f"{FIGURES}/hybrid_heads.png", f"{FIGURES}/hybrid_heads.md", f"{FIGURES}/hybrid_state_size.md"],
+    batched={**({"distill_matrices": lambda wc: (),
+                 "distill_stage": lambda wc: (wc["teacher"], wc["state"], wc["stage"])}
+                if DISTILL and DISTILL_GPUS * DISTILL_NODES == 1 else {}),
+             **({"evaluate_hybrid": lambda wc: (wc["teacher"], wc["variant"] if wc["variant"] == "teacher"
+                                                else parse_variant(wc["variant"]).state)} if DISTILL else {})},
+    # the stages every student's chain takes by wildcard
+    batch_inputs=lambda: ([f"results/hybrid/{DISTILL['teacher']}/{v}/stage{stage}" for v in DISTILL_VARIANTS
+                           for stage in (2, 3)]
+                          + [f"results/hybrid/{DISTILL['teacher']}/s{s}/stage1"
+                             for s in dict.fromkeys(parse_variant(v).state for v in DISTILL_VARIANTS)]
+                          if DISTILL else []),
+    launch={rule: (DISTILL_THREADS, DISTILL_LAUNCH) for rule in ("distill_matrices", "distill_stage")},
+    plan={"distill_matrices": Estimator("gna.plan.job_estimates:distillation_stage", experiment="hybrid_distillation"),
+          "distill_stage": Estimator("gna.plan.job_estimates:distillation_stage", experiment="hybrid_distillation"),
+          "evaluate_hybrid": Estimator("gna.plan.job_estimates:distilled_student", experiment="hybrid_distillation"),
+          "distill_tokens": Estimator("gna.plan.job_estimates:tokenized_data")},
+    findings=[Section(61, "gna.report.findings.hybrids:distillation")],
+)

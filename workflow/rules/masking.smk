@@ -177,3 +177,27 @@ rule row_sweep_figure:
         CPU_ENV
     script:
         "../scripts/row_sweep_figure.py"
+
+
+EXPERIMENT_REGISTRY.declare(
+    "ssm_masking",
+    targets=lambda: [f"{FIGURES}/ssm_masking.png", f"{FIGURES}/ssm_masking.md"],
+    batched={"ssm_masking": lambda wc: (), "export_mc_task": lambda wc: ()},
+    plan={"ssm_masking": Estimator("gna.plan.job_estimates:masked_mixers", experiment="ssm_masking")},
+    findings=[Section(50, "gna.report.findings.hybrids:ssm_masking")],
+)
+EXPERIMENT_REGISTRY.declare(
+    "hybrid_attention",
+    targets=lambda: [f"{FIGURES}/hybrid_attention.md"],
+    batched={"hybrid_attention": lambda wc: ()},
+    plan={"hybrid_attention": Estimator("gna.plan.job_estimates:evaluation",
+                                        {"roles": ["mmlu", "retrieval", "knowledge"]})},
+    findings=[Section(51, "gna.report.findings.hybrids:hybrid_attention")],
+)
+EXPERIMENT_REGISTRY.declare(
+    "row_sweep",
+    targets=lambda: [f"{FIGURES}/row_sweep.png", f"{FIGURES}/row_sweep.md"],
+    batched={"row_sweep": lambda wc: ()},
+    plan={"row_sweep": Estimator("gna.plan.job_estimates:masked_positions", experiment="row_sweep")},
+    findings=[Section(52, "gna.report.findings.hybrids:row_sweep")],
+)

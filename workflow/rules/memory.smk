@@ -18,3 +18,10 @@ rule inference_memory:
         MODEL_ENV
     script:
         "../scripts/inference_memory.py"
+
+
+EXPERIMENT_REGISTRY.declare(
+    "memory",
+    targets=lambda: [f"{FIGURES}/inference_memory.md"],
+    findings=[Section(40, "gna.report.findings.inference_memory:memory")],
+)

@@ -112,3 +112,19 @@ rule pruning_figures:
         CPU_ENV
     script:
         "../scripts/pruning_figures.py"
+
+
+EXPERIMENT_REGISTRY.declare(
+    "layer_pruning",
+    targets=lambda: [f"{FIGURES}/gradual_pruning.png", f"{FIGURES}/individual_pruning.png"],
+    batched={"gradual_pruning": lambda wc: (), "individual_pruning": lambda wc: ()},
+    # the per-model depths and layers, which minimal_model and critical_layers take by wildcard
+    batch_inputs=lambda: [f"results/pruning/{m}/{kind}{i}.csv" for m in experiment_models("layer_pruning")
+                          for kind, first in (("gradual/depth", 1), ("individual/layer", 0))
+                          for i in range(first, n_layers(m) + first)],
+    plan={"gradual_pruning": Estimator("gna.plan.job_estimates:evaluation",
+                                       {"roles": ["mmlu", "knowledge"], "layers": "depth"}),
+          "individual_pruning": Estimator("gna.plan.job_estimates:evaluation",
+                                          {"roles": ["mmlu", "knowledge"], "layers": "minimal"})},
+    findings=[Section(10, "gna.report.findings.pruning:gradual"), Section(11, "gna.report.findings.pruning:individual")],
+)

@@ -9,7 +9,7 @@ RANKING_SEEDS = experiment_config("ranking_seeds")
 MOHAWK_EXPORT = experiment_config("mohawk_export")
 GA_PATHS = experiment_config("ga_paths")
 # An experiment that takes its heads from the ranking across formats or over seeds needs that experiment's settings.
-for _exp in ("topk_removal", "arc_chat", "hybrid_distillation"):
+for _exp in EXPERIMENTS:
     _choice = experiment_config(_exp).get("ranking", "single")
     _needs = {"across_formats": "probe_formats", "over_seeds": "ranking_seeds"}.get(_choice)
     if _needs and not experiment_config(_needs):
@@ -262,3 +262,39 @@ rule ga_paths_figure:
         CPU_ENV
     script:
         "../scripts/ga_paths_figure.py"
+
+
+EXPERIMENT_REGISTRY.declare(
+    "head_pairs",
+    targets=lambda: [f"{FIGURES}/head_pairs.png", f"{FIGURES}/head_pairs.md"],
+    batched={"head_pairs": lambda wc: ()},
+    plan={"head_pairs": Estimator("gna.plan.question_rows:head_sets", experiment="head_pairs")},
+)
+EXPERIMENT_REGISTRY.declare(
+    "probe_formats",
+    targets=lambda: [f"{FIGURES}/probe_formats.png", f"{FIGURES}/probe_formats.md"],
+    plan={"format_scan": Estimator("gna.plan.question_rows:format_scans", experiment="probe_formats")},
+)
+EXPERIMENT_REGISTRY.declare(
+    "ranking_seeds",
+    targets=lambda: [f"{FIGURES}/ranking_seeds.png", f"{FIGURES}/ranking_seeds.md"],
+    batched={"ranking_seed_scan": lambda wc: ()},
+    # the seeds' rankings, which ranking_seeds takes by wildcard
+    batch_inputs=lambda: [seed_ranking(m, s) for m in experiment_models("ranking_seeds")
+                          for s in RANKING_SEEDS.get("seeds") or []],
+    plan={"ranking_seed_scan": Estimator("gna.plan.question_rows:one_scan"),
+          "ranking_seeds": Estimator("gna.plan.question_rows:seed_scans", experiment="ranking_seeds")},
+)
+EXPERIMENT_REGISTRY.declare(
+    "ga_paths",
+    targets=lambda: [f"{FIGURES}/ga_paths.png", f"{FIGURES}/ga_paths.md"],
+    plan={"ga_paths": Estimator("gna.plan.question_rows:path_patching", experiment="ga_paths")},
+)
+EXPERIMENT_REGISTRY.declare(
+    "mohawk_export",
+    targets=lambda: [f"results/questions/mohawk/{m}/{name}_{k}.{ext}" for m in MOHAWK_EXPORT["models"]
+                     for k in MOHAWK_EXPORT["k"] for name, ext in (("architecture", "yaml"), ("heads", "txt"))],
+)
+# The open questions' answers, each from the tables its experiment wrote (n/a where it did not run).
+EXPERIMENT_REGISTRY.declare("open_questions", always=True,
+                            findings=[Section(70, "gna.questions.answers:open_questions")])

@@ -4,17 +4,19 @@
 
 rule findings:
     input:
-        [t for t in all_targets() if t != f"{FIGURES}/findings.md"],
+        lambda wc: [t for t in all_targets() if t != f"{FIGURES}/findings.md"],
     output:
         report(f"{FIGURES}/findings.md", caption="../report/findings.rst", category="Findings"),
     params:
         # the thresholds the verdicts use (gna.report.findings): the layer-pruning experiment's
-        settings={key: LAYER_PRUNING.get(key) for key in ("mmlu_chance", "tolerance", "collapse",
-                                                          "knowledge_tolerance")}
+        settings=lambda wc: {key: LAYER_PRUNING.get(key) for key in ("mmlu_chance", "tolerance", "collapse",
+                                                                     "knowledge_tolerance")}
         # on the local MMLU sample: accuracies with n and interval, and (the models not being the
         # paper's) the paper's Llama-3.1-8B beside them
         | ({"mmlu_n": config["benchmarks"]["mmlu"]["size"], "paper_beside": True} if local_task_inputs() else {}),
         rankings={m: f"results/scan/{m}.ranking.csv" for m in SCAN_MODELS},
+        # the experiments' claim checks, as their rule files declare them
+        sections=lambda wc: EXPERIMENT_REGISTRY.sections(),
     log:
         "logs/figures/findings.log",
     conda:

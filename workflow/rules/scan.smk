@@ -132,3 +132,26 @@ rule head_explorer:
         CPU_ENV
     script:
         "../scripts/head_explorer.py"
+
+
+# The scan is part of every study (the head experiments read its ranking); the heatmaps are the
+# experiment `heatmaps`.
+EXPERIMENT_REGISTRY.declare(
+    "scan",
+    always=True,
+    targets=lambda: (expand("results/scan/{model}.ranking.csv", model=SCAN_MODELS)
+                     + expand(f"{FIGURES}/explorer/{{model}}.html", model=SCAN_MODELS)
+                     + [f"{FIGURES}/head_ranking.png", f"{FIGURES}/head_ranking.md"]
+                     + ([f"{FIGURES}/scan_agreement.md"] if config["scan"]["check_models"] else [])),
+    batched={"head_scan": lambda wc: (), "head_patterns": lambda wc: ()},
+    # the head explorer takes the other models' patterns by wildcard
+    batch_inputs=lambda: [f"results/scan/{m}.patterns.json" for m in SCAN_MODELS],
+    plan={"head_scan": Estimator("gna.plan.job_estimates:head_scan"),
+          "head_patterns": Estimator("gna.plan.job_estimates:mixing_patterns")},
+    findings=[Section(30, "gna.report.findings.heads:redundancy")],
+)
+EXPERIMENT_REGISTRY.declare(
+    "heatmaps",
+    targets=lambda: [f"{FIGURES}/ga_heatmaps.png"],
+    plan={"ga_heatmaps": Estimator("gna.plan.job_estimates:models_loaded", experiment="heatmaps")},
+)

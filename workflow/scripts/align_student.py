@@ -3,8 +3,8 @@ the micro counterpart of Llamba-8B-unaligned for the layer swap (Fig. 7)."""
 
 import shutil
 
-from gna.experiments.distill_data import checkpoint_dir, input_stamp, make_stream, seq_len_of, stage_steps
-from gna.hybrid import align_student
+from gna.hybrid.study.data import checkpoint_dir, input_stamp, make_stream, seq_len_of, stage_steps
+from gna.hybrid.swap import align_student
 from gna.io import atomic_path, write_json
 from gna.models import load_model
 from gna.jobs.script_job import first_input, job

@@ -1,9 +1,10 @@
 """Stage 1 of retrieval-guided hybrid distillation (the SSM mixers' matrices), shared by every k and
-selection of a state size: gna.hybrid.stage_job, on hybrid_distillation.gpus_per_stage x nodes ranks."""
+selection of a state size: gna.hybrid.stage_job, on hybrid_distillation.gpus_per_stage x nodes ranks
+(gna.hybrid.stage_launch)."""
 
 import sys
 
-from gna.hybrid.stage_job import workflow_stage
+from gna.hybrid.stage_launch import workflow_stage
 from gna.jobs.script_job import first_input, job
 
 with job(snakemake):

@@ -1,9 +1,9 @@
 """Stages 2-3 of retrieval-guided hybrid distillation (2 hidden states, 3 logits): gna.hybrid.stage_job,
-on hybrid_distillation.gpus_per_stage x nodes ranks."""
+on hybrid_distillation.gpus_per_stage x nodes ranks (gna.hybrid.stage_launch)."""
 
 import sys
 
-from gna.hybrid.stage_job import workflow_stage
+from gna.hybrid.stage_launch import workflow_stage
 from gna.jobs.script_job import first_input, job
 
 with job(snakemake):

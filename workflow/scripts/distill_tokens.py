@@ -5,8 +5,8 @@ import os
 # huggingface_hub and datasets are imported, which read these once, at import.
 os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "0"
 
-from gna.experiments.token_shards import write_token_shards  # noqa: E402
-from gna.experiments.web_stream import WebStream, web_sources  # noqa: E402
+from gna.hybrid.study.token_shards import write_token_shards  # noqa: E402
+from gna.hybrid.study.web_stream import WebStream, web_sources  # noqa: E402
 from gna.models import ModelSpec  # noqa: E402
 from gna.models.loading import load_tokenizer  # noqa: E402
 from gna.jobs.script_job import job  # noqa: E402

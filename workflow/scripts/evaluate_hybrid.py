@@ -4,9 +4,9 @@ LAMBADA through lm-eval, plus perplexity on held-out distillation data."""
 import pandas as pd
 
 from gna.evaluation.lm_eval_bridge import TaskSuite
-from gna.experiments.distill_data import heldout_perplexity, make_stream
-from gna.experiments.distill_variants import parse_variant
 from gna.experiments.run import evaluation_rows
+from gna.hybrid.study.data import heldout_perplexity, make_stream
+from gna.hybrid.study.variants import parse_variant
 from gna.io import write_csv
 from gna.models import describe, load_model
 from gna.jobs.script_job import first_input, job

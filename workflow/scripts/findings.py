@@ -6,6 +6,6 @@ from gna.report import findings
 
 with job(snakemake) as log:
     p = snakemake.params
-    table = findings.make(Path(snakemake.output[0]).parent, snakemake.output[0], settings=dict(p.settings),
-                          rankings=dict(p.rankings))
+    table = findings.make(Path(snakemake.output[0]).parent, snakemake.output[0], list(p.sections),
+                          settings=dict(p.settings), rankings=dict(p.rankings))
     log.info("\n%s", table.to_string())

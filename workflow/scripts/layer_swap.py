@@ -3,7 +3,7 @@
 from contextlib import nullcontext
 
 from gna.experiments.run import evaluation_rows
-from gna.hybrid import swap_teacher_layer
+from gna.hybrid.swap import swap_teacher_layer
 from gna.io import write_csv
 from gna.models import load_model
 from gna.jobs.script_job import job

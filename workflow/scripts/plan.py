@@ -1,5 +1,6 @@
 """The study's resource plan: every job of its DAG with estimated GPU memory, host memory, hours."""
-from gna.experiments.distill_ranks import cpus_per_rank, stage_world
+from gna.hybrid.study.checks import distillation_settings
+from gna.hybrid.study.stage_ranks import cpus_per_rank, stage_world
 from gna.jobs.script_job import job
 from gna.plan import Hardware, dag_jobs, plan, read_profile, write
 from gna.plan.cpu_hours import cpu_hour_lines, cpu_hours, is_cpu_study
@@ -11,7 +12,7 @@ with job(snakemake) as log:
     hw = Hardware.from_dict({"gpu_mem_gb": profile["gpu"].get("gpu_mem_gb", 80), **(profile["gpu"].get("plan") or {})})
     jobs = dag_jobs(dict(snakemake.config), snakefile=p.snakefile)
     rows = plan(dict(snakemake.config), jobs, hw)
-    distill = snakemake.config["experiments"].get("hybrid_distillation") or {}
+    distill = distillation_settings(snakemake.config)
     scanned = {dict(wc).get("model") for rule, wc in jobs if rule == "head_scan"}
     scan_rows = scan_methods(dict(snakemake.config), hw, [m for m in snakemake.config["scan"]["models"] if m in scanned])
     sections = scan_method_lines(scan_rows, hw)

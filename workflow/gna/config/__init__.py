@@ -7,7 +7,8 @@
 - :mod:`.architectures`: the paper models' shipped ``config.json`` files, read offline.
 
 Every ``snakemake`` call imports this package, so nothing here imports torch at module level.
-May import: ``errors``, ``io``, ``models`` (adapters, tiny configs; torch only inside functions),
-``micro.tasks``, ``external`` (the pinned artifacts a GGUF entry names), ``evaluation.local_mmlu``
-(its task names), and ``hybrid`` inside a function (it registers the student's model type).
+May import: ``errors``, ``io``, ``models`` (adapters, tiny configs, and the hybrid student's
+architecture, which registers its model type; torch only inside functions), ``micro.tasks``,
+``external`` (the pinned artifacts a GGUF entry names), ``evaluation.local_mmlu`` (its task names),
+``hybrid.study`` (the layer swap's and the distillation's own checks; torch-free).
 """

@@ -116,7 +116,7 @@ def meta_model(cfg: dict, family: str | None = None):
 
             return LlambaForCausalLM(LlambaConfig.from_published(cfg)).eval()
         if mtype == "gna_hybrid":
-            from .. import hybrid
+            from ..models import hybrid_student  # noqa: F401  registers the "gna_hybrid" model type
         cfg.pop("model_type", None)
         config = AutoConfig.for_model(mtype, **{k: v for k, v in cfg.items() if k not in ("architectures",)})
         return AutoModelForCausalLM.from_config(config).eval()

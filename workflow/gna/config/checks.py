@@ -7,11 +7,9 @@ import json
 from pathlib import Path
 
 
-from ..errors import ConfigError  # stdlib only
-
-
-class StudyConfigError(ConfigError, ValueError):
-    pass
+from ..errors import StudyConfigError  # stdlib only
+from ..hybrid.study.checks import check_hybrid
+from .schema import experiment_needs
 
 
 def local_model_config(path: str, key: str | None = None) -> dict | None:
@@ -170,9 +168,7 @@ def check(config: dict, model_source) -> dict[str, tuple[int | None, int | None]
         known(f"experiments.{exp}.models", ecfg.get("models") or [])
         if exp == "memory" or "models" not in ecfg:  # layer_swap, hybrid_distillation: check_hybrid
             continue
-        needs_scan = exp in ("head_keeping", "kv_pairs", "topk_removal", "arc_chat", "heatmaps", "ssm_masking",
-                             "hybrid_attention")
-        if needs_scan:
+        if experiment_needs(exp).get("ranking"):
             missing = [m for m in ecfg["models"] if m not in config["scan"]["models"]]
             if missing:
                 raise StudyConfigError(f"config error: experiments.{exp} needs the head ranking of {missing}: "
@@ -184,10 +180,11 @@ def check(config: dict, model_source) -> dict[str, tuple[int | None, int | None]
                 if heads is not None and k != "all" and k > heads:
                     raise StudyConfigError(f"config error: experiments.{exp}.k = {k} but model {m!r} has only "
                                            f"{heads} heads")
-    for m in (config.get("experiments") or {}).get("layer_pruning", {}).get("models", []):
-        if shapes[m][0] is None:
-            raise StudyConfigError(f"config error: layer pruning of {m!r} needs models.{m}.n_layers "
-                                   f"(no local config.json to read it from)")
+    for exp, ecfg in (config.get("experiments") or {}).items():
+        for m in ecfg.get("models", []) if experiment_needs(exp).get("layers") else []:
+            if shapes[m][0] is None:
+                raise StudyConfigError(f"config error: experiments.{exp} of {m!r} needs models.{m}.n_layers "
+                                       f"(one job per layer; no local config.json to read it from)")
     check_hybrid(config, shapes, known)
     check_named_heads(config, read, shapes, known)
     tasks = config["tasks"]
@@ -198,50 +195,13 @@ def check(config: dict, model_source) -> dict[str, tuple[int | None, int | None]
     problem = unknown_task(tasks) or bad_task_line(tasks)  # micro: <name>.jsonl; paper scale: lm-eval's list
     if problem:
         raise StudyConfigError(f"config error: {problem}")
-    # top-k removal reads its retrieval side off MMLU or the retrieval tasks (a study with MMLU alone,
-    # as the real-model preset, has its two formats: letter and cloze)
-    for exp, roles in (("topk_removal", ("mmlu|retrieval",)), ("arc_chat", ("arc_regular", "arc_chat"))):
-        if exp in (config.get("experiments") or {}):
-            for role in roles:
-                if not any(tasks.get(r) for r in role.split("|")):
-                    raise StudyConfigError(f"config error: experiments.{exp} needs tasks.{role.replace('|', ' or tasks.')}")
+    # the task roles an experiment reads (top-k removal: MMLU or the retrieval tasks; a study with MMLU
+    # alone, as the real-model preset, has its two formats: letter and cloze)
+    for exp in config.get("experiments") or {}:
+        for role in experiment_needs(exp).get("tasks", []):
+            if not any(tasks.get(r) for r in role.split("|")):
+                raise StudyConfigError(f"config error: experiments.{exp} needs tasks.{role.replace('|', ' or tasks.')}")
     return shapes
-
-
-def check_hybrid(config: dict, shapes: dict, known) -> None:
-    """experiments.layer_swap and experiments.hybrid_distillation."""
-    exps = config.get("experiments") or {}
-    swap = exps.get("layer_swap")
-    if swap:
-        known("experiments.layer_swap.teacher", [swap["teacher"]])
-        known("experiments.layer_swap.student", [swap["student"]] if swap.get("student") else [])
-        if shapes[swap["teacher"]][0] is None:
-            raise StudyConfigError(f"config error: the layer swap needs models.{swap['teacher']}.n_layers (one job "
-                                   "per layer; no local config.json to read it from)")
-        if not swap.get("student") and not (swap.get("steps") or swap.get("tokens")):
-            raise StudyConfigError("config error: experiments.layer_swap aligns a student (no student given): "
-                                   "set its steps or tokens")
-    dist = exps.get("hybrid_distillation")
-    if dist:
-        t = dist["teacher"]
-        known("experiments.hybrid_distillation.teacher", [t])
-        if t not in config["scan"]["models"] and any(k > 0 for k in dist["k"]):
-            raise StudyConfigError(f"config error: experiments.hybrid_distillation keeps the top heads of {t!r}'s "
-                                   "ranking: add it to scan.models")
-        heads = shapes[t][1]
-        for key, ks in (("k", dist["k"]), ("state_k", [dist.get("state_k", 0)]),
-                        ("random_heads", dist["random_heads"] if isinstance(dist.get("random_heads"), list) else [])):
-            for k in ks:
-                if heads is not None and k > heads:
-                    raise StudyConfigError(f"config error: experiments.hybrid_distillation.{key} = {k} but the "
-                                           f"teacher {t!r} has only {heads} heads")
-        if dist.get("state_sizes") and "state_k" not in dist:
-            raise StudyConfigError("config error: experiments.hybrid_distillation.state_sizes needs state_k "
-                                   "(the number of heads kept in the state-size sweep)")
-        for i, (s, n) in enumerate(zip(dist.get("steps") or [None] * 3, dist.get("tokens") or [None] * 3), 1):
-            if s is None and n is None:
-                raise StudyConfigError(f"config error: experiments.hybrid_distillation: stage {i} has neither "
-                                       "steps nor tokens")
 
 
 def _config_description(model: dict, cfg: dict):

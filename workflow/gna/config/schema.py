@@ -54,6 +54,14 @@ def _schema() -> dict:
     return yaml.safe_load(SCHEMA.read_text())
 
 
+def experiment_needs(name: str) -> dict:
+    """What experiment ``name`` needs of the rest of the study, as its schema says (``x-needs-*``):
+    ``ranking`` (its models in scan.models), ``layers`` (its models' depth known), ``tasks`` (the
+    task roles it reads, "a|b" for either)."""
+    node = _schema()["properties"]["experiments"]["properties"].get(name, {})
+    return {key.removeprefix("x-needs-"): value for key, value in node.items() if key.startswith("x-needs-")}
+
+
 def setting(path: str) -> dict:
     """The schema of the setting at dotted ``path`` (``scan.guard_level``): its type, bounds,
     default, choices and description, for code that offers the setting outside a study config

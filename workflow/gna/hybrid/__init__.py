@@ -1,14 +1,20 @@
-"""Retrieval-aware hybrid distillation (Bick et al. 2026, arXiv 2602.11374) and the layer swap (Fig. 7):
-building students from a teacher and its head ranking, the MOHAWK-style stages, the swap.
+"""Retrieval-aware hybrid distillation (Bick et al. 2026, arXiv 2602.11374), and what else is built on
+its students: the layer swap (Fig. 7) and the hybrid cache's memory. One package, in two parts:
+
+- :mod:`.study` (torch-free): the study's students by name, each stage's data and token budget, the
+  web tokens prepared once and read offline, the ranks a stage runs on. The Snakefile and the plan
+  import it when Snakemake parses the workflow.
+- torch: the students (:mod:`.student`), the MOHAWK-style stages (:mod:`.distillation`, their losses
+  :mod:`.stage_losses` and settings :mod:`.stage_settings`), their ranks and precision
+  (:mod:`.distributed`, :mod:`.sharding`, :mod:`.precision`), one stage as a job
+  (:mod:`.stage_job`, started in the job's process or on its ranks by :mod:`.stage_launch`), the
+  swap (:mod:`.swap`) and the cache memory (:mod:`.cache_memory`).
 
 The student's architecture and adapter are models like any other: :mod:`gna.models.hybrid_student`
-and :mod:`gna.models.adapters.hybrid_student`.
+and :mod:`gna.models.adapters.hybrid_student`. This file imports nothing: importing :mod:`.study`
+runs it first, and must not pay torch's import (import from the modules: ``from
+gna.hybrid.student import build_student``, ``from gna.hybrid.distillation import distill``).
+May import: ``errors``, ``io``, ``models``, ``interventions``, ``patterns``, ``micro`` and
+``probes.scoring`` (the distillation data, inside functions), ``plan.jobs`` (the sharding the plan
+chose for a stage, inside a function).
 """
-from .distillation import distill
-from .stage_settings import PAPER_TOKENS, lr_factor, stage_options, stage_trainable
-from .student import build_student, heads_from_ranking, random_heads, student_config, to_llamba
-from .swap import AttentionLayerShim, align_student, swap_teacher_layer
-
-__all__ = ["PAPER_TOKENS", "AttentionLayerShim", "align_student", "build_student", "distill", "heads_from_ranking",
-           "lr_factor", "random_heads", "stage_options", "stage_trainable", "student_config", "swap_teacher_layer",
-           "to_llamba"]

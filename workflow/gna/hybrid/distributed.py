@@ -24,7 +24,7 @@ and its AdamW state (DDP's memory). A student that does not fit one GPU per rank
 and denominators; which of the two a stage runs is the plan's to say (``snakemake plan``:
 results/plan/plan.md, "Distillation: memory per rank", the one source of the memory per rank).
 
-Launch (gna.experiments.distill_ranks): ``torchrun --standalone`` on one node, ``srun`` with one
+Launch (gna.hybrid.stage_launch): ``torchrun --standalone`` on one node, ``srun`` with one
 task per GPU on several; :func:`process_group` reads either's environment. Backend: NCCL on CUDA, gloo on the
 CPU (the tests run 2 gloo ranks on one CPU).
 """
@@ -183,7 +183,7 @@ def process_group(timeout_s: float = 1800):
     for key in ("MASTER_ADDR", "MASTER_PORT"):
         if key not in os.environ:
             raise RuntimeError(f"launched among {size} ranks without {key}: start the ranks with torchrun, "
-                               "or export it before srun (gna.experiments.distill_ranks does)")
+                               "or export it before srun (gna.hybrid.stage_launch does)")
     local = int(os.environ.get("LOCAL_RANK", 0))
     if torch.cuda.is_available():
         torch.cuda.set_device(local % torch.cuda.device_count())

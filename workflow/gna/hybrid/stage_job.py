@@ -7,10 +7,10 @@ ranking, or k random heads drawn with the variant's seed) around the stage-1 mix
 continues stage 2. Resumable: checkpoints go to ``ckpt`` (not an output); the output appears
 complete or not at all.
 
-On several ranks (``hybrid_distillation.gpus_per_stage`` x ``nodes``: :func:`stage_on_ranks`) every
-rank runs :func:`distill_stage_job` on its rows of each batch (gna.hybrid.distributed); rank 0
-alone prepares the checkpoint folder and writes the output. ``python -m gna.hybrid.stage_job
-ARGS.json`` is one rank (what torchrun / srun start).
+On several ranks (``hybrid_distillation.gpus_per_stage`` x ``nodes``, started by
+:mod:`gna.hybrid.stage_launch`) every rank runs :func:`distill_stage_job` on its rows of each batch
+(gna.hybrid.distributed); rank 0 alone prepares the checkpoint folder and writes the output.
+``python -m gna.hybrid.stage_job ARGS.json`` is one rank (what torchrun / srun start).
 """
 from __future__ import annotations
 
@@ -23,9 +23,6 @@ import time
 
 import torch
 
-from ..experiments.distill_data import checkpoint_dir, input_stamp, make_stream, seq_len_of, stage_data, stage_steps
-from ..errors import ConfigError
-from ..experiments.distill_ranks import run_ranks
 from ..io import atomic_path, write_json
 from ..models import describe, load_model
 from .distillation import distill
@@ -33,6 +30,7 @@ from .stage_settings import stage_options
 from .distributed import current, process_group
 from .sharding import full_state_dict, is_sharded
 from .student import build_student, heads_from_ranking, random_heads
+from .study.data import checkpoint_dir, input_stamp, make_stream, seq_len_of, stage_data, stage_steps
 
 log = logging.getLogger("gna.hybrid.stage_job")  # also when run as __main__ (a rank)
 
@@ -74,7 +72,8 @@ def distill_stage_job(spec: dict, run: dict, state: int, k: int, selection: str,
                       tokens: str | None = None, save_every: int = 50, parallel: dict | None = None) -> dict:
     """Run stage ``run["stage"]`` (a ``DISTILL_STAGE`` entry of the workflow) and write the student to
     ``out``; ``tokens``: the prepared web tokens (rule distill_tokens), None for micro data;
-    ``parallel``: :func:`gna.hybrid.distill`'s sharding arguments (:func:`parallel_settings`)."""
+    ``parallel``: :func:`gna.hybrid.distillation.distill`'s sharding arguments
+    (:func:`gna.hybrid.stage_launch.parallel_settings`)."""
     stage, seed, world = run["stage"], int(run["seed"]), current()
     data_cfg = stage_data(run["data"], stage)  # the rule passes this stage's data already; by_stage: see there
     world.rows(int(data_cfg.get("batch_size", 16)))  # the batch splits over the ranks: checked before any work
@@ -130,57 +129,6 @@ def save_student(student, folder, full: dict | None = None) -> None:
     plain.load_state_dict(full, assign=True)
     plain.tie_weights()
     plain.eval().save_pretrained(folder)
-
-
-def parallel_settings(distill: dict, sharding: str) -> dict:
-    """:func:`gna.hybrid.distill`'s sharding arguments for a stage job from the ``hybrid_distillation``
-    config and the mode the plan chose (``sharding``: "sharded" or "replicated")."""
-    from ..experiments.distill_ranks import stage_world
-
-    return {"sharding_mode": sharding, "ranks_per_node": stage_world(distill)[0],
-            "activation_checkpointing": bool(distill.get("activation_checkpointing", True)),
-            "gradient_sync": distill.get("gradient_sync") or "last_micro_batch"}
-
-
-def workflow_stage(config: dict, rule: str, wildcards: dict, kwargs: dict, log=None) -> None:
-    """A stage job of the workflow (rules distill_matrices, distill_stage): :func:`distill_stage_job`
-    with ``kwargs`` on ``hybrid_distillation.gpus_per_stage`` x ``nodes`` ranks of ``cpus_per_rank``
-    cores, the student replicated or sharded as the plan says (gna.plan.jobs.stage_sharding). The
-    ranks, save_every and the sharding are read from the config, not the rule's params: they change
-    no result (to the rounding of the gradients' sums), so they must not rerun the stages."""
-    from ..experiments.distill_ranks import cpus_per_rank, stage_world
-    from ..plan.jobs import stage_sharding
-
-    d = config["experiments"]["hybrid_distillation"]
-    kwargs = {**kwargs, "save_every": int(d["save_every"]),
-              "parallel": parallel_settings(d, stage_sharding(config, rule, wildcards))}
-    stage_on_ranks(kwargs, *stage_world(d), log=log, cpu_ranks=bool(d.get("cpu_ranks")), cpus=cpus_per_rank(d))
-
-
-def stage_on_ranks(kwargs: dict, gpus: int = 1, nodes: int = 1, log=None, cpu_ranks: bool = False,
-                   cpus: int = 4) -> None:
-    """:func:`distill_stage_job` (``kwargs``: its arguments) in this process when ``gpus x nodes`` is
-    1, else on that many ranks of ``cpus`` cores each (gna.experiments.distill_ranks), waiting for them."""
-    if gpus * nodes == 1:
-        distill_stage_job(**kwargs)
-    else:
-        check_rank_devices(gpus, nodes, cpu_ranks)
-        run_ranks(kwargs, gpus, nodes, log, cpus)
-
-
-def check_rank_devices(gpus: int, nodes: int, cpu_ranks: bool = False, device_count: int | None = None) -> None:
-    """Refuse, before any work, a stage on more ranks than this node has GPUs for: without CUDA the
-    ranks would share the CPU's cores (gloo) while Snakemake counted one job, and with fewer GPUs
-    than ranks two ranks would share one GPU (``set_device(local_rank % device_count)``)."""
-    if device_count is None:
-        device_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    world = f"hybrid_distillation.gpus_per_stage x nodes = {gpus} x {nodes}"
-    if device_count == 0 and not cpu_ranks:
-        raise ConfigError(f"{world} ranks, but this machine has no CUDA GPU: set gpus_per_stage: 1 and nodes: 1, "
-                          "run on GPU nodes, or set hybrid_distillation.cpu_ranks: true to run gloo ranks on the CPU")
-    if 0 < device_count < gpus:
-        raise ConfigError(f"{world}, but this node has {device_count} CUDA GPU(s): two ranks would share one; "
-                          f"set gpus_per_stage to at most {device_count}")
 
 
 def main(args_file: str) -> None:

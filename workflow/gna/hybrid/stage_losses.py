@@ -15,6 +15,7 @@ from torch import nn
 from ..errors import ConfigError
 from ..patterns.mixing import eager_attention
 from ..models import adapter_for
+from .study.checks import DISTILLATION
 
 
 
@@ -145,7 +146,7 @@ def _stage3_chunked(teacher, student, ids, am, denominator, chunk: int) -> torch
     """
     if getattr(teacher.config, "final_logit_softcapping", None) is not None:
         raise ConfigError("vocab_chunk: the teacher's logits are not lm_head(hidden) (final_logit_softcapping); "
-                          "set experiments.hybrid_distillation.vocab_chunk to null")
+                          f"set experiments.{DISTILLATION}.vocab_chunk to null")
     with torch.no_grad():
         h_t = teacher.base_model(input_ids=ids, attention_mask=am, use_cache=False).last_hidden_state
     head_t, head_s = teacher.get_output_embeddings(), student.get_output_embeddings()

@@ -4,7 +4,7 @@ take, and the wall time on a machine that runs one one-thread job per core."""
 from __future__ import annotations
 
 from .estimate import Hardware
-from .jobs import Study, estimate_job, gpu_rules
+from .jobs import Dag, Study, estimate_job, gpu_rules
 from .scan_methods import cpu_hardware
 
 
@@ -13,8 +13,8 @@ def is_cpu_study(config: dict) -> bool:
     return config.get("device") == "cpu" and not config.get("gpus_per_job")
 
 
-def cpu_hours(config: dict, jobs: list[tuple[str, dict]], hw: Hardware | None = None) -> list[dict]:
-    """Per (model, rule) of the model-running ``jobs``: their count, CPU core-hours, one GPU's hours."""
+def cpu_hours(config: dict, jobs: Dag, hw: Hardware | None = None) -> list[dict]:
+    """Per (model, rule) of the model-running ``jobs`` (gna.plan.jobs.dag_jobs): their count, CPU core-hours, one GPU's hours."""
     hw = hw or Hardware()
     on_cpu, on_gpu = Study(config, cpu_hardware(hw)), Study(config, hw)
     model_rules = gpu_rules()
@@ -25,8 +25,8 @@ def cpu_hours(config: dict, jobs: list[tuple[str, dict]], hw: Hardware | None = 
         key = (wc.get("model") or wc.get("teacher") or "(all)", rule)
         row = by.setdefault(key, {"model": key[0], "rule": rule, "jobs": 0, "cpu_h": 0.0, "gpu_h": 0.0})
         row["jobs"] += 1
-        row["cpu_h"] += estimate_job(on_cpu, rule, wc, True).hours
-        row["gpu_h"] += estimate_job(on_gpu, rule, wc, True).hours
+        row["cpu_h"] += estimate_job(on_cpu, rule, wc, True, jobs.estimators).hours
+        row["gpu_h"] += estimate_job(on_gpu, rule, wc, True, jobs.estimators).hours
     return sorted(by.values(), key=lambda r: (r["model"], -r["cpu_h"]))
 
 

@@ -273,7 +273,7 @@ def fp32_head_bytes(info: ModelInfo) -> float:
 
 def heldout_perplexity(hw: Hardware, info: ModelInfo, rows: int, tokens: int,
                        positions_per_chunk: int = 1024) -> float:
-    """Peak bytes of gna.experiments.distill_data.heldout_perplexity on a rows x tokens batch: one
+    """Peak bytes of gna.hybrid.study.data.heldout_perplexity on a rows x tokens batch: one
     forward whose head projects the last position only, the head's input kept (rows x tokens x
     hidden), then per chunk of positions the head's float32 output (gna.probes.scoring.fp32_logits
     computes it from float32 weights, once) and its log-softmax (float32)."""

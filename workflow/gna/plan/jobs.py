@@ -3,6 +3,7 @@ DAG the rules build), each with its estimated peak GPU memory, host memory and G
 per-rule summary; and the check of a SLURM profile against it (GPU memory, runtime, mem_mb)."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -15,11 +16,12 @@ import yaml
 
 from ..config.architectures import config_of
 from ..evaluation import local_mmlu
-from ..experiments.distill_ranks import stage_world
-from ..experiments.distill_variants import parse_variant
+from ..hybrid.study.checks import distillation_settings
+from ..hybrid.study.stage_ranks import stage_world
+from ..experiments.registry import REGISTRY_OUT, resolve
 from . import estimate as E
-from .estimate import GB, Estimate, Hardware
-from .ranks import training_estimate as _training
+from . import job_estimates
+from .estimate import Estimate, Hardware
 
 ROOT = Path(__file__).resolve().parents[3]
 RESUMABLE = {"align_student", "distill_matrices", "distill_stage"}
@@ -32,22 +34,32 @@ class PlanError(ValueError):
 
 # -- the DAG -----------------------------------------------------------------------------------
 
+class Dag(list):
+    """``[(rule, wildcards)]`` of a study's jobs, and what its rule files declare
+    (gna.experiments.registry): ``estimators`` (rule -> an Estimator as a dict) for the plan, and
+    ``sections`` (Sections as dicts, in order) for the findings."""
+
+    def __init__(self, jobs, estimators: dict, sections: list | None = None):
+        super().__init__(jobs)
+        self.estimators, self.sections = estimators, sections or []
+
+
 def dag_jobs(config: dict, snakefile: str | Path = ROOT / "Snakefile", workdir: str | Path | None = None,
-             target: str = "all") -> list[tuple[str, dict]]:
-    """``[(rule, wildcards)]`` of every job that ``target`` needs (``--forceall``), read off the dry
-    run of ``snakemake`` on ``config`` (written to a temporary config file): the DAG the rules build."""
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        yaml.safe_dump(config, f, sort_keys=True)
-    try:
+             target: str = "all") -> Dag:
+    """Every job that ``target`` needs (``--forceall``), read off the dry run of ``snakemake`` on
+    ``config`` (written to a temporary config file): the DAG the rules build, with the estimators the
+    rule files declare (the dry run writes them: ``Registry.dump``)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg, declared = Path(tmp) / "config.yaml", Path(tmp) / "registry.json"
+        cfg.write_text(yaml.safe_dump(config, sort_keys=True))
         cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--dry-run", "--forceall",
-               "--nolock", "--configfile", f.name, "--", target]
+               "--nolock", "--configfile", str(cfg), "--", target]
         out = subprocess.run(cmd, cwd=workdir or os.getcwd(), capture_output=True, text=True,
-                             env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
-    finally:
-        os.unlink(f.name)
-    if out.returncode:
-        raise PlanError(f"snakemake --dry-run failed:\n{(out.stderr or out.stdout)[-3000:]}")
-    return parse_dry_run(out.stdout + out.stderr)
+                             env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE", REGISTRY_OUT: str(declared)})
+        if out.returncode:
+            raise PlanError(f"snakemake --dry-run failed:\n{(out.stderr or out.stdout)[-3000:]}")
+        registry = json.loads(declared.read_text())
+    return Dag(parse_dry_run(out.stdout + out.stderr), registry["estimators"], registry["sections"])
 
 
 def parse_dry_run(text: str) -> list[tuple[str, dict]]:
@@ -130,127 +142,18 @@ class Study:
 
 # -- one job ---------------------------------------------------------------------------------------
 
-def _eval_job(s: Study, info, tasks, layers=None, repeats=1, extra_models=()) -> Estimate:
-    secs, peak = E.eval_tasks(s.hw, info, tasks, s.eval, layers, repeats)
-    extra = sum(i.weight_bytes for i in extra_models)
-    return Estimate(gpu_gb=(peak + extra) / GB, host_gb=E.host_gb(s.hw, info, *extra_models),
-                    hours=(secs + E.load_seconds(s.hw, info, *extra_models)) / 3600)
-
-
-def _distill_stage(s: Study, teacher: str, stage: int, k: int, state: int) -> Estimate:
-    d = s.exps["hybrid_distillation"]
-    return _training(s, teacher, d, stage, k, state, stage_world(d))
-
-
-def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool) -> Estimate:
-    hw, ex, cfg = s.hw, s.exps, s.config
-    if rule == "distill_tokens":  # CPU: stream, tokenize and pack the web data once
-        from ..experiments.token_sets import token_sets
-
-        entry = token_sets(cfg)[f"results/distill_data/{wc['teacher']}/{wc['name']}"]
-        tokens = entry["rows"] * entry["data"]["seq_len"]
-        return Estimate(gpu=False, gpu_gb=0.0, host_gb=8.0, hours=tokens / E.TOKENIZE_RATE / 3600 + 0.1)
+def estimate_job(s: Study, rule: str, wc: dict, is_gpu: bool, estimators: dict) -> Estimate:
+    """One job of ``rule``: by the estimator its rule file declares (``estimators``: rule -> an
+    ``Estimator`` as a dict, gna.experiments.registry), else, for a job that runs no model, a small
+    CPU job."""
+    est = estimators.get(rule)
+    if est is not None:
+        exp = {"exp": s.exps.get(est["experiment"]) or {}} if est.get("experiment") else {}
+        return resolve(est["function"])(s, wc, **exp, **est.get("options", {}))
     if not is_gpu:
         return Estimate(gpu=False, gpu_gb=0.0, host_gb=2.0, hours=0.02)
-    if rule == "head_scan":
-        sc, info = cfg["scan"], s.info(wc["model"])
-        secs, peak = E.head_scan(hw, info, int(cfg["kv_probe"]["n_examples"]), int(sc["n_pairs"]),
-                                 int(sc["batch_size"]), int(sc["max_rows"]),
-                                 int(sc["classify_top"]), int(sc["classify_examples"]), method=sc.get("method_by_model", {}).get(wc["model"], sc["method"]),
-                                 candidates=int(sc["candidates"]),
-                                 guard_sample=E.guard_draws(int(sc["guard_sample"]), sc.get("guard_level")),
-                                 graddrop=bool(sc["atp_graddrop"]))
-        return Estimate(gpu_gb=peak / GB, host_gb=E.host_gb(hw, info),
-                        hours=(secs + E.load_seconds(hw, info)) / 3600)
-    if rule == "gradual_pruning":
-        return _eval_job(s, s.info(wc["model"]), s.tasks("mmlu", "knowledge"), layers=int(wc["depth"]))
-    if rule in ("individual_pruning", "head_keeping"):  # the minimal model: at most all layers
-        info = s.info(wc["model"])
-        return _eval_job(s, info, s.tasks("mmlu", "knowledge"), layers=info.n_layers - 1)
-    if rule == "critical_heads":  # every head of the two critical layers ablated alone, MMLU each
-        info = s.info(wc["model"])
-        per_layer = {}
-        for (layer, kind, h) in info.heads_by_layer:
-            if kind == "attention" or layer not in per_layer:
-                per_layer[layer] = h
-        heads = 2 * max(per_layer.values())
-        return _eval_job(s, info, s.tasks("mmlu"), layers=info.n_layers - 1, repeats=heads)
-    if rule == "kv_pairs":
-        info = s.info(wc["model"])
-        seeds = ex["kv_pairs"]["probe_seeds"]
-        pairs = list(ex["kv_pairs"]["pairs"]) * (3 if seeds is None else max(1, len(seeds)))
-        secs, peak = E.probe_scoring(hw, info, int(cfg["kv_probe"]["n_examples"]), pairs,
-                                     int(s.eval["batch_size"]))
-        return Estimate(gpu_gb=peak / GB, host_gb=E.host_gb(hw, info),
-                        hours=(secs + E.load_seconds(hw, info)) / 3600)
-    if rule == "topk_removal":
-        tasks = (s.tasks("mmlu", "retrieval", "knowledge") if wc.get("experiment") == "topk_removal"
-                 else s.tasks("arc_regular", "arc_chat"))
-        return _eval_job(s, s.info(wc["model"]), tasks)
-    if rule == "hybrid_attention":
-        return _eval_job(s, s.info(wc["model"]), s.tasks("mmlu", "retrieval", "knowledge"))
-    if rule == "row_sweep":  # MMLU once unmasked and once per masked position set
-        return _eval_job(s, s.info(wc["model"]), s.tasks("mmlu"), repeats=1 + len(ex["row_sweep"]["position_sets"]))
-    if rule == "ssm_masking":
-        m = ex["ssm_masking"]
-        tasks = m.get("tasks") or [t for t in s.tasks("mmlu", "knowledge") if t != "winogrande"]
-        e = _eval_job(s, s.info(wc["model"]), tasks, repeats=1 if wc.get("mode") == "none" else 2)
-        return e
-    if rule == "layer_swap":
-        sw = ex["layer_swap"]
-        student = s.info(sw["student"]) if sw.get("student") else E.student_info(s.info(sw["teacher"]), 0, 64)
-        return _eval_job(s, student, s.tasks("mmlu", "knowledge"), extra_models=(s.info(wc["teacher"]),))
-    if rule == "mmlu_baseline":  # both local MMLU formats over the sample (benchmarks.smk)
-        local = list(local_mmlu.TASKS)
-        info = s.info(wc["model"])
-        secs, peak = E.eval_tasks(hw, info, local, {**s.eval, "limit": cfg["benchmarks"]["mmlu"]["size"]})
-        return Estimate(gpu_gb=peak / GB, host_gb=E.host_gb(hw, info), hours=(secs + E.load_seconds(hw, info)) / 3600)
-    if rule == "distill_matrices":
-        return _distill_stage(s, wc["teacher"], 1, 0, int(wc["state"]))
-    if rule == "distill_stage":
-        return _distill_stage(s, wc["teacher"], int(wc["stage"]), int(wc["k"]), int(wc["state"]))
-    if rule == "align_student":
-        sw = ex["layer_swap"]
-        e1 = _training(s, wc["teacher"], {**sw, "tokens": list(sw.get("tokens") or []) + [0]}, 1, 0, 64)
-        e2 = _training(s, wc["teacher"], {**sw, "tokens": list(sw.get("tokens") or []) + [0]}, 2, 0, 64)
-        return Estimate(gpu_gb=max(e1.gpu_gb, e2.gpu_gb), host_gb=e1.host_gb, hours=e1.hours + e2.hours,
-                        resumable=True)
-    if rule == "evaluate_hybrid":
-        d = ex["hybrid_distillation"]
-        t = s.info(wc["teacher"])
-        if wc["variant"] == "teacher":
-            info = t
-        else:
-            v = parse_variant(wc["variant"])
-            info = E.student_info(t, v.k, v.state)
-        e = _eval_job(s, info, s.tasks("mmlu", "knowledge", "retrieval"))
-        data = d.get("data") or {}
-        held = int(d["heldout_batches"]) * int(data.get("batch_size", 8)) * int(data.get("seq_len", 2048))
-        seeds = d["kv_eval_seeds"]
-        top1 = d.get("kv_top1_pairs") or cfg["scan"]["n_pairs"]   # mohawk's top-1 beside the multiple choice
-        kv, _ = E.probe_scoring(hw, info, int(cfg["kv_probe"]["n_examples"]),
-                                [int(cfg["scan"]["n_pairs"]), int(top1)] * (3 if seeds is None else max(1, len(seeds))))
-        e.hours += (kv + held * info.flops_per_token(1024) / E.rate(hw, info)) / 3600
-        ppl = E.heldout_perplexity(hw, info, int(data.get("batch_size", 8)), int(data.get("seq_len", 2048)))
-        e.gpu_gb = max(e.gpu_gb, ppl / GB)
-        return e
-    if rule == "head_patterns":  # one model, a few prompts' mixing matrices
-        info = s.info(wc["model"])
-        return Estimate(gpu_gb=(info.weight_bytes + 4 * GB) / GB, host_gb=E.host_gb(hw, info),
-                        hours=E.load_seconds(hw, info) / 3600 + 0.05)
-    if rule in ("ga_heatmaps", "inference_memory"):
-        models = (ex.get("heatmaps", {}).get("models", []) if rule == "ga_heatmaps"
-                  else ex.get("memory", {}).get("models", []))
-        infos = [s.info(m) for m in models]
-        big = max(infos, key=lambda i: i.params) if infos else None
-        return Estimate(gpu_gb=(big.weight_bytes + 4 * GB) / GB if big else 1.0,
-                        host_gb=E.host_gb(hw, big) if big else 4.0,
-                        hours=sum(E.load_seconds(hw, i) for i in infos) / 3600 + 0.05)
-    from . import question_rows  # the open questions' rules (questions.smk)
-
-    if rule in question_rows.RULES:
-        return question_rows.estimate(s, rule, wc)
-    raise PlanError(f"plan: no estimator for GPU rule {rule!r}: add one to gna.plan.jobs.estimate_job")
+    raise PlanError(f"plan: no estimator for GPU rule {rule!r}: its rule file declares one "
+                    "(EXPERIMENT_REGISTRY.declare(..., plan={...}); docs/adding-an-experiment.md)")
 
 
 # -- the plan --------------------------------------------------------------------------------------
@@ -273,14 +176,14 @@ class Row:
     """A distillation stage's peak GPU GB per rank either way (0: sharding impossible, one GPU per node)."""
 
 
-def plan(config: dict, jobs: list[tuple[str, dict]], hw: Hardware | None = None,
-         gpus: set[str] | None = None) -> list[Row]:
+def plan(config: dict, jobs: Dag, hw: Hardware | None = None, gpus: set[str] | None = None) -> list[Row]:
+    """A row per job of ``jobs`` (:func:`dag_jobs`), sized by its rule's estimator."""
     hw = hw or Hardware()
     gpus = gpu_rules() if gpus is None else gpus
     s = Study(config, hw)
     rows = []
     for rule, wc in jobs:
-        e = estimate_job(s, rule, wc, rule in gpus)
+        e = estimate_job(s, rule, wc, rule in gpus, jobs.estimators)
         rows.append(Row(rule, ",".join(f"{k}={v}" for k, v in sorted(wc.items())), e.gpu, round(e.gpu_gb, 2),
                         round(e.host_gb, 2), e.hours, e.resumable or rule in RESUMABLE, e.gpus if e.gpu else 0,
                         e.sharding, round(e.replicated_gb, 2), round(e.sharded_gb, 2)))
@@ -384,10 +287,10 @@ def stage_sharding(config: dict, rule: str, wildcards: dict) -> str:
     """"sharded" or "replicated": how the stage job ``rule[wildcards]`` holds its student, as the
     plan (``snakemake plan``) says for profiles/slurm's GPU (gpu.yaml): ``hybrid_distillation.sharding``,
     and for ``auto`` on several GPUs per node the plan's estimate (:func:`gna.plan.ranks.choose_sharding`)."""
-    d = config["experiments"]["hybrid_distillation"]
+    d = distillation_settings(config)
     mode = d.get("sharding") or "auto"
     if mode != "auto" or stage_world(d)[0] == 1:
         return "sharded" if mode == "sharded" else "replicated"
     gpu = read_profile()["gpu"]
     hw = Hardware.from_dict({"gpu_mem_gb": gpu.get("gpu_mem_gb", 80), **(gpu.get("plan") or {})})
-    return estimate_job(Study(config, hw), rule, dict(wildcards), True).sharding
+    return job_estimates.distillation_stage(Study(config, hw), dict(wildcards), exp=d).sharding

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from ..errors import ConfigError
-from ..experiments.distill_data import stage_data
+from ..hybrid.study.data import stage_data
 from . import estimate as E
 from .estimate import GB, Estimate
 

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 from . import estimate as E
 from .estimate import Hardware
-from .jobs import Study, estimate_job
+from .job_estimates import head_scan
+from .jobs import Study
 
 SCAN_METHODS = ("exact", "atp+exact")
 
@@ -26,8 +27,8 @@ def scan_methods(config: dict, hw: Hardware | None = None, models=None) -> list[
         row: dict = {"model": name, "heads": sum(h for (_, _, h) in info.heads_by_layer)}
         for method in SCAN_METHODS:
             study = {**config, "scan": {**config["scan"], "method": method}}
-            est = estimate_job(Study(study, hw), "head_scan", {"model": name}, True)
-            row[f"{method}_cpu_h"] = estimate_job(Study(study, cpu), "head_scan", {"model": name}, True).hours
+            est = head_scan(Study(study, hw), {"model": name})
+            row[f"{method}_cpu_h"] = head_scan(Study(study, cpu), {"model": name}).hours
             row[f"{method}_job_s"] = est.hours * 3600
             row[f"{method}_scan_s"] = row[f"{method}_job_s"] - E.load_seconds(hw, info)
             row[f"{method}_gpu_gb"] = est.gpu_gb

@@ -17,7 +17,9 @@ def overlong(config: dict, jobs, profile_dir) -> list[str]:
     stages of the DAG about to run) that its runtime over its attempts does not cover: the job,
     the plan's hours, what the profile grants and the setting to change."""
     from .estimate import Hardware
-    from .jobs import Study, estimate_job, read_profile
+    from ..hybrid.study.checks import distillation_settings
+    from .job_estimates import distillation_stage
+    from .jobs import Study, read_profile
 
     gpu = read_profile(profile_dir)["gpu"]
     study = Study(config, Hardware.from_dict({"gpu_mem_gb": gpu.get("gpu_mem_gb", 80), **(gpu.get("plan") or {})}))
@@ -25,7 +27,7 @@ def overlong(config: dict, jobs, profile_dir) -> list[str]:
     for rule, wildcards, runtime_min, attempts in jobs:
         if rule not in DISTILL_RULES or runtime_min is None:
             continue
-        hours = estimate_job(study, rule, dict(wildcards), True).hours
+        hours = distillation_stage(study, dict(wildcards), exp=distillation_settings(config)).hours
         if hours * 60 > float(runtime_min) * attempts:
             where = ",".join(f"{k}={v}" for k, v in sorted(dict(wildcards).items()))
             bad.append(f"{rule}[{where}]: the plan gives {hours:.2f} h, the profile grants runtime {runtime_min:g} min "

@@ -1,7 +1,7 @@
 """The retrieval-aware hybrid student: a Llamba whose layers may keep a few teacher attention heads.
 
 Layout (``model_type="gna_hybrid"``), a superset of Llamba's, so a student without kept heads
-converts to a plain :class:`~gna.models.llamba.LlambaForCausalLM` (:func:`gna.hybrid.to_llamba`)::
+converts to a plain :class:`~gna.models.llamba.LlambaForCausalLM` (:func:`gna.hybrid.student.to_llamba`)::
 
     backbone.layers.{i}.mixer.*          DiscreteMamba2, n_v_heads = teacher heads (every layer)
     backbone.layers.{i}.attn.{q,k,v,o}_proj   only the kept heads, each with its own K/V

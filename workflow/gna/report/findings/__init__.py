@@ -18,27 +18,19 @@ from pathlib import Path
 import pandas as pd
 
 from ..common import write_text
-from .heads import head_keeping, kv_pairs, redundancy, topk
-from .hybrids import distillation, hybrid_attention, layer_swap, row_sweep, ssm_masking
-from .inference_memory import memory
-from .pruning import gradual, individual
 from .verdicts import with_settings
-from ...questions.answers import open_questions
+from ...experiments.registry import call_with, resolve
 
 
-def make(figures_dir, out_md, settings: dict | None = None, rankings: dict | None = None) -> pd.DataFrame:
-    """Every check on the tables in ``figures_dir``; ``settings``: see the package docstring;
-    ``rankings``: {model: the scan's ranking csv}, for the redundancy check."""
+def make(figures_dir, out_md, sections: list[dict], settings: dict | None = None,
+         rankings: dict | None = None) -> pd.DataFrame:
+    """Every check on the tables in ``figures_dir``: ``sections``, as the experiments' rule files
+    declare them (gna.experiments.registry.Section, as dicts, in order); ``settings``: see the
+    package docstring; ``rankings``: {model: the scan's ranking csv}, for the checks that read them."""
     fig = Path(figures_dir)
-    st = with_settings(settings)
-    rows = (gradual(fig, st) + individual(fig, st) + head_keeping(fig, st) + kv_pairs(fig)
-            + topk(fig, "topk_removal.csv", "Slides: removing the top-k KV heads hurts retrieval-heavy tasks more "
-                   "than removing k random heads, knowledge holds", ["mmlu", "gsm8k", "swde", "bbh"], ["knowledge"], st)
-            + topk(fig, "arc_chat.csv", "ARC-C chat (letter) falls under top-k removal, regular ARC-C holds",
-                   ["arc_challenge_chat"], ["arc_challenge"], st)
-            + redundancy(fig, rankings=rankings) + memory(fig)
-            + ssm_masking(fig, st) + hybrid_attention(fig, st) + row_sweep(fig, st) + layer_swap(fig)
-            + distillation(fig) + open_questions(fig))
+    available = {"settings": with_settings(settings), "rankings": rankings}
+    rows = [row for sec in sections
+            for row in call_with(resolve(sec["function"]), fig, available=available, **sec.get("options", {}))]
     df = pd.DataFrame(rows, columns=["claim", "model", "verdict", "evidence"])
     lines = ["# Findings: which of the paper's claims this run shows", "",
              "Computed from the tables in this folder by `gna.report.findings`; thresholds are in its source.", ""]

@@ -1,9 +1,10 @@
 """Which folders of prepared distillation tokens a study's jobs read (rule ``distill_tokens`` writes
-them, :mod:`gna.experiments.token_shards` reads them): the workflow asks this when it is parsed,
+them, :mod:`gna.hybrid.study.token_shards` reads them): the workflow asks this when it is parsed,
 so it imports neither torch nor the shards' reader."""
 from __future__ import annotations
 
-from .distill_data import stage_data, stage_steps
+from .checks import distillation_settings, swap_settings
+from .data import stage_data, stage_steps
 from .web_stream import token_set_name, web_mix
 
 ROOT = "results/distill_data"
@@ -19,7 +20,6 @@ def token_sets(config: dict) -> dict[str, dict]:
     ``heldout``). Jobs reading the same mix share a folder, holding the rows of the longest of
     them: stages 2 and 3 of the paper preset read one 2e10-token folder. Empty for micro data.
     ``config``: validated, the schema's defaults filled in (gna.config.schema.with_defaults)."""
-    ex = config["experiments"]
     sets: dict[str, dict] = {}
 
     def add(reader, teacher, data, split, seed, rows):
@@ -31,7 +31,7 @@ def token_sets(config: dict) -> dict[str, dict]:
         entry["rows"] = max(entry["rows"], int(rows))
         entry["readers"].append(reader)
 
-    d = ex.get("hybrid_distillation") or {}
+    d = distillation_settings(config)
     if d:
         seed = d.get("seed", config["seed"])
         for stage in (1, 2, 3):
@@ -43,7 +43,7 @@ def token_sets(config: dict) -> dict[str, dict]:
         data = d["data"]
         add("heldout", d["teacher"], data, "heldout", seed,
             int(d["heldout_batches"]) * int(data.get("batch_size", 16)))
-    sw = ex.get("layer_swap") or {}
+    sw = swap_settings(config)
     if sw and not sw.get("student"):  # both alignment stages read the stream from its start
         data, batch = sw.get("data") or {}, int((sw.get("data") or {}).get("batch_size", 16))
         steps = [stage_steps((sw.get("steps") or [None, None])[i], (sw.get("tokens") or [None, None])[i], batch,

@@ -1,9 +1,6 @@
-"""How many ranks a distillation stage runs on, and how they are started. No torch: the workflow
-reads :func:`stage_world` when it is parsed.
-
-``hybrid_distillation.gpus_per_stage`` (G, per node) and ``nodes`` (N) give the stage's world
-size W = G x N (default 1 x 1: one process, as in the micro study). With W > 1 the stage's script
-starts the ranks and waits for them (:func:`run_ranks`):
+"""How the workflow's stage job runs: in its own process on one rank, or on
+``hybrid_distillation.gpus_per_stage`` (G, per node) x ``nodes`` (N) ranks that it starts inside
+the job and waits for (:func:`run_ranks`):
 
 - one node: ``torchrun --standalone --nproc-per-node G -m gna.hybrid.stage_job <args.json>``,
   inside the job (Slurm's, or a workstation's GPUs);
@@ -14,7 +11,12 @@ starts the ranks and waits for them (:func:`run_ranks`):
 
 A rank that fails ends the launch with its error (torchrun stops the others; srun's
 ``--kill-on-bad-exit``), the script then fails, and the stage's output never appears: only rank 0
-writes it, after the last step (gna.hybrid.stage_job).
+writes it, after the last step (:mod:`gna.hybrid.stage_job`). How many ranks, and what they ask of
+Slurm, is :mod:`gna.hybrid.study.stage_ranks` (read when the workflow is parsed).
+
+No torch at module level: the stage job itself (:mod:`gna.hybrid.stage_job`) is imported only to
+run it here, and ``tests/test_import_graph.py`` counts :data:`STAGE_JOB`, the module every rank
+runs, as an edge of the import graph.
 """
 from __future__ import annotations
 
@@ -27,49 +29,65 @@ import tempfile
 from pathlib import Path
 
 from ..errors import ConfigError
+from .study.checks import distillation_settings
+from .study.stage_ranks import cpus_per_rank, stage_world
+
+STAGE_JOB = "gna.hybrid.stage_job"
+"""What each rank runs, ``python -m STAGE_JOB <args.json>``: that module's ``__main__``."""
 
 
-def stage_world(distill: dict) -> tuple[int, int]:
-    """(GPUs per node, nodes) of a stage from the ``hybrid_distillation`` config."""
-    return int(distill.get("gpus_per_stage") or 1), int(distill.get("nodes") or 1)
+def parallel_settings(distill: dict, sharding: str) -> dict:
+    """:func:`gna.hybrid.distillation.distill`'s sharding arguments for a stage job from the ``hybrid_distillation``
+    config and the mode the plan chose (``sharding``: "sharded" or "replicated")."""
+    return {"sharding_mode": sharding, "ranks_per_node": stage_world(distill)[0],
+            "activation_checkpointing": bool(distill.get("activation_checkpointing", True)),
+            "gradient_sync": distill.get("gradient_sync") or "last_micro_batch"}
 
 
-def cpus_per_rank(distill: dict) -> int:
-    """CPU cores each rank of a stage asks for (``hybrid_distillation.cpus_per_rank``): its data
-    loading, its NCCL / gloo threads and the Python around the steps."""
-    return int(distill.get("cpus_per_rank") or 4)
+def workflow_stage(config: dict, rule: str, wildcards: dict, kwargs: dict, log=None) -> None:
+    """A stage job of the workflow (rules distill_matrices, distill_stage):
+    :func:`gna.hybrid.stage_job.distill_stage_job` with ``kwargs`` on
+    ``hybrid_distillation.gpus_per_stage`` x ``nodes`` ranks of ``cpus_per_rank`` cores, the student
+    replicated or sharded as the plan says (gna.plan.jobs.stage_sharding). The ranks, save_every and
+    the sharding are read from the config, not the rule's params: they change no result (to the
+    rounding of the gradients' sums), so they must not rerun the stages."""
+    from ..plan.jobs import stage_sharding
+
+    d = distillation_settings(config)
+    kwargs = {**kwargs, "save_every": int(d["save_every"]),
+              "parallel": parallel_settings(d, stage_sharding(config, rule, wildcards))}
+    stage_on_ranks(kwargs, *stage_world(d), log=log, cpu_ranks=bool(d.get("cpu_ranks")), cpus=cpus_per_rank(d))
 
 
-def launch_resources(gpus: int, nodes: int, cpus: int, with_gpus: bool) -> dict:
-    """The Snakemake resources of a stage job on ``gpus`` x ``nodes`` ranks of ``cpus`` cores each,
-    as snakemake-executor-plugin-slurm turns them into sbatch options (``with_gpus``: the study runs
-    on GPUs, ``gpus_per_job`` > 0):
+def stage_on_ranks(kwargs: dict, gpus: int = 1, nodes: int = 1, log=None, cpu_ranks: bool = False,
+                   cpus: int = 4) -> None:
+    """:func:`gna.hybrid.stage_job.distill_stage_job` (``kwargs``: its arguments) in this process when
+    ``gpus x nodes`` is 1, else on that many ranks of ``cpus`` cores each (:func:`run_ranks`), waiting
+    for them."""
+    if gpus * nodes == 1:
+        from .stage_job import distill_stage_job
 
-    - one node: one task of ``gpus x cpus`` cores (``--cpus-per-task``) holding ``--gpus=G`` on
-      ``--nodes=1``; the script starts the ranks inside it with torchrun. ``tasks: 0`` and ``tasks_per_gpu: 0`` keep
-      the plugin from asking one task per GPU.
-    - several nodes: ``--nodes=M``, one task per rank (``--ntasks-per-node=G``, or ``--ntasks=M``
-      with one GPU per node: the plugin wants more than one task per node for the first), each of
-      ``cpus`` cores, and ``--gpus-per-node=G``: a total ``--gpus`` need not split evenly over the
-      nodes, and two ranks would then share a GPU. ``gpu`` stays 0 there (the plugin would add a
-      total ``--gpus``); the per-node request goes through ``slurm_extra``, which the plugin passes
-      on as it is.
-    """
-    if nodes == 1:  # --nodes=1: without it Slurm may spread a --gpus=G request over several nodes
-        return {"gpu": gpus if with_gpus else 0, "nodes": 1, "cpus_per_task": gpus * cpus, "tasks": 0,
-                "tasks_per_gpu": 0}
-    tasks = {"tasks_per_node": gpus} if gpus > 1 else {"tasks": nodes}
-    return {"gpu": 0, "nodes": nodes, "mpi": "srun", **tasks, "tasks_per_gpu": 0, "cpus_per_task": cpus,
-            **({"slurm_extra": f"--gpus-per-node={gpus}"} if with_gpus else {})}
+        distill_stage_job(**kwargs)
+    else:
+        check_rank_devices(gpus, nodes, cpu_ranks)
+        run_ranks(kwargs, gpus, nodes, log, cpus)
 
 
-def check_split(batch_sizes, ranks: int) -> None:
-    """Every stage's effective batch splits into equal parts over the ranks (before any work)."""
-    bad = sorted({int(b) for b in batch_sizes if int(b) % ranks})
-    if bad:
-        raise ConfigError(f"hybrid_distillation: the effective batch of {bad[0]} rows does not split over "
-                          f"gpus_per_stage x nodes = {ranks} ranks: make data.batch_size (and by_stage's) a multiple "
-                          f"of {ranks}")
+def check_rank_devices(gpus: int, nodes: int, cpu_ranks: bool = False, device_count: int | None = None) -> None:
+    """Refuse, before any work, a stage on more ranks than this node has GPUs for: without CUDA the
+    ranks would share the CPU's cores (gloo) while Snakemake counted one job, and with fewer GPUs
+    than ranks two ranks would share one GPU (``set_device(local_rank % device_count)``)."""
+    if device_count is None:
+        import torch
+
+        device_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    world = f"hybrid_distillation.gpus_per_stage x nodes = {gpus} x {nodes}"
+    if device_count == 0 and not cpu_ranks:
+        raise ConfigError(f"{world} ranks, but this machine has no CUDA GPU: set gpus_per_stage: 1 and nodes: 1, "
+                          "run on GPU nodes, or set hybrid_distillation.cpu_ranks: true to run gloo ranks on the CPU")
+    if 0 < device_count < gpus:
+        raise ConfigError(f"{world}, but this node has {device_count} CUDA GPU(s): two ranks would share one; "
+                          f"set gpus_per_stage to at most {device_count}")
 
 
 def master_port(job_id: str | None) -> int:
@@ -82,7 +100,7 @@ def launch_command(args_file: str, gpus: int, nodes: int, cpus: int = 4) -> tupl
     rank bound to ``cpus`` cores (``hybrid_distillation.cpus_per_rank``). Since Slurm 22.05 an
     ``srun`` inside an allocation does not inherit the job's ``--cpus-per-task``: without it, and
     without ``SRUN_CPUS_PER_TASK``, every rank would get one core."""
-    module = ["-m", "gna.hybrid.stage_job", args_file]
+    module = ["-m", STAGE_JOB, args_file]
     if nodes == 1:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}",
                 *module], {}
@@ -101,7 +119,7 @@ def launch_command(args_file: str, gpus: int, nodes: int, cpus: int = 4) -> tupl
 
 
 def run_ranks(kwargs: dict, gpus: int, nodes: int, log=None, cpus: int = 4) -> None:
-    """Run ``gna.hybrid.stage_job.distill_stage_job(**kwargs)`` on ``gpus`` x ``nodes`` ranks of ``cpus``
+    """Run :func:`gna.hybrid.stage_job.distill_stage_job` ``(**kwargs)`` on ``gpus`` x ``nodes`` ranks of ``cpus``
     cores each and wait; their output goes to ``log`` (a file object; default stderr). Raises when a
     rank fails."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", dir=Path(kwargs["out"]).parent, prefix=".ranks-",

@@ -1,18 +1,18 @@
 """The data the hybrid students are distilled on, and the token budgets of each stage.
 
-Two sources, one interface (what :func:`gna.hybrid.distill` takes as ``data_iter``):
+Two sources, one interface (what :func:`gna.hybrid.distillation.distill` takes as ``data_iter``):
 
 - ``micro``: rows of :class:`gna.micro.corpus.Corpus` from the study's own world (the facts,
   dictionaries, records, passages and MMLU-format questions the micro models were trained on),
   tokenized by the teacher's word-level tokenizer. Random access: the batch of step ``s`` is a
   pure function of ``(seed, s)``, so a resumed stage reads exactly the batches it would have.
-- ``web`` (paper scale): fineweb-edu and finemath (:mod:`gna.experiments.web_stream`), mixed
+- ``web`` (paper scale): fineweb-edu and finemath (:mod:`gna.hybrid.study.web_stream`), mixed
   per stage with ``by_stage`` (see :func:`stage_data`). In the workflow, rule ``distill_tokens``
   tokenizes each mix once into shard files and the jobs read those offline, with random access
-  (:mod:`gna.experiments.token_shards`; ``make_stream(..., shards=folder)``). Without a folder,
+  (:mod:`gna.hybrid.study.token_shards`; ``make_stream(..., shards=folder)``). Without a folder,
   the stream itself (a re-iterable that needs the Hub: a resumed stage replays it from its start).
 
-Budgets follow the follow-up paper (``gna.hybrid.PAPER_TOKENS``: 3e8, 5e9, 2e10 tokens for
+Budgets follow the follow-up paper (``gna.hybrid.stage_settings.PAPER_TOKENS``: 3e8, 5e9, 2e10 tokens for
 stages 1-3): a stage runs ``steps`` optimizer steps, or ``ceil(tokens / (batch x seq_len))``
 when only ``tokens`` is given, and stops early once ``tokens`` real tokens were seen.
 """
@@ -23,11 +23,11 @@ import math
 from pathlib import Path
 from typing import Callable
 
-from ..errors import ConfigError
-from .web_stream import MIXINGS, WEB_SOURCES, WebStream, web_sources  # noqa: F401 (re-exported)
+from ...errors import ConfigError
+from .web_stream import WebStream, web_sources
 
 # torch is imported where tensors are made: the workflow reads stage_steps and stage_data when it
-# is parsed (gna.experiments.token_sets), and a parse must not pay torch's import.
+# is parsed (gna.hybrid.study.token_sets), and a parse must not pay torch's import.
 MICRO_CORPUS = {"curriculum_steps": 0}  # full difficulty from the first step: the teacher is trained
 
 
@@ -57,9 +57,9 @@ def micro_stream(tokenizer, world: dict | None, batch_size: int, seed: int = 0, 
     induction repeats, answer letters; -100 elsewhere): distillation uses every real token, the
     held-out perplexity only these (the rest, e.g. fresh random dictionary keys, is unpredictable
     by construction and was never trained)."""
-    from ..micro import tasks as T
-    from ..micro.corpus import Corpus, CorpusConfig
-    from ..micro.world import build_world
+    from ...micro import tasks as T
+    from ...micro.corpus import Corpus, CorpusConfig
+    from ...micro.world import build_world
 
     w = build_world(world or {})
     cfg = CorpusConfig.from_dict({**MICRO_CORPUS, **(corpus or {})})
@@ -133,7 +133,7 @@ def seq_len_of(data: dict) -> int:
     """Tokens per row for budgeting: ``seq_len`` (web) or the micro corpus' ``max_len``."""
     if data.get("source", "micro") == "web":
         return int(data.get("seq_len", 2048))
-    from ..micro.corpus import CorpusConfig
+    from ...micro.corpus import CorpusConfig
     return CorpusConfig.from_dict({**MICRO_CORPUS, **(data.get("corpus") or {})}).max_len
 
 
@@ -147,7 +147,7 @@ def heldout_perplexity(model, stream, n_batches: int, positions_per_chunk: int =
     """
     import torch
 
-    from ..probes.scoring import fp32_logits
+    from ...probes.scoring import fp32_logits
 
     if getattr(model.config, "final_logit_softcapping", None) is not None:
         raise ConfigError(f"heldout_perplexity: {type(model).__name__}'s logits are not lm_head(hidden) "
@@ -216,7 +216,7 @@ def checkpoint_dir(path, job: dict) -> Path:
     """
     import shutil
 
-    from ..io import write_json
+    from ...io import write_json
 
     p = Path(path)
     marker = p / "job.json"

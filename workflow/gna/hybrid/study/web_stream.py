@@ -2,7 +2,7 @@
 with the teacher's tokenizer (BOS + text + EOS) and packed into ``seq_len`` rows.
 
 The stream is read once, by rule ``distill_tokens``, into shard files
-(:mod:`gna.experiments.token_shards`) that the distillation jobs read offline. This module needs
+(:mod:`gna.hybrid.study.token_shards`) that the distillation jobs read offline. This module needs
 no torch until rows are made, so the workflow can name the token folders when it is parsed.
 
 Held-out documents: a fixed 1 in ``HELDOUT_EVERY`` of every source's documents (by a hash of the
@@ -16,7 +16,7 @@ import hashlib
 import json
 from typing import Iterator
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 # The follow-up distils on fineweb-edu and finemath; the subsets and mixture weights are our
 # assumption (the paper gives the sources, not the proportions).

@@ -21,8 +21,8 @@ from typing import Iterable
 
 import numpy as np
 
-from ..errors import ConfigError
-from ..io import atomic_path
+from ...errors import ConfigError
+from ...io import atomic_path
 
 INDEX = "index.json"
 DTYPE = np.uint32
