@@ -6,7 +6,7 @@
 rule check_figures:
     input:
         findings=f"{FIGURES}/findings.md",
-        study=all_targets(),
+        study=lambda wc: all_targets(),
     output:
         "results/check_figures.md",
     params:
