@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 
-from ..errors import StudyConfigError  # stdlib only
+from ..errors import ConfigError, StudyConfigError  # stdlib only
 from ..hybrid.study.checks import check_hybrid
 from .schema import experiment_needs
 
