@@ -1,5 +1,5 @@
 """The study's resource plan: every job of its DAG with estimated GPU memory, host memory, hours."""
-from gna.hybrid.study.checks import distillation_settings
+from gna.hybrid.study.settings import distillation_settings
 from gna.hybrid.study.stage_ranks import cpus_per_rank, stage_world
 from gna.jobs.script_job import job
 from gna.plan import Hardware, dag_jobs, plan, read_profile, write

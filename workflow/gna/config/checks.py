@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 from ..errors import ConfigError, StudyConfigError  # stdlib only
-from ..hybrid.study.checks import check_hybrid
+from ..hybrid.study.settings import check_hybrid
 from .schema import experiment_needs
 
 

@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import ConfigError
-from .study.checks import distillation_settings
+from .study.settings import distillation_settings
 from .study.stage_ranks import cpus_per_rank, stage_world
 
 STAGE_JOB = "gna.hybrid.stage_job"

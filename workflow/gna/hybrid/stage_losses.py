@@ -15,7 +15,7 @@ from torch import nn
 from ..errors import ConfigError
 from ..patterns.mixing import eager_attention
 from ..models import adapter_for
-from .study.checks import DISTILLATION
+from .study.settings import DISTILLATION
 
 
 

@@ -16,7 +16,7 @@ import yaml
 
 from ..config.architectures import config_of
 from ..evaluation import local_mmlu
-from ..hybrid.study.checks import distillation_settings
+from ..hybrid.study.settings import distillation_settings
 from ..hybrid.study.stage_ranks import stage_world
 from ..experiments.registry import REGISTRY_OUT, resolve
 from . import estimate as E

@@ -17,7 +17,7 @@ def overlong(config: dict, jobs, profile_dir) -> list[str]:
     stages of the DAG about to run) that its runtime over its attempts does not cover: the job,
     the plan's hours, what the profile grants and the setting to change."""
     from .estimate import Hardware
-    from ..hybrid.study.checks import distillation_settings
+    from ..hybrid.study.settings import distillation_settings
     from .job_estimates import distillation_stage
     from .jobs import Study, read_profile
 

@@ -9,7 +9,8 @@ and the data its jobs stream.
 - :mod:`.token_shards`: those rows written once into shard files and read offline, with random access.
 - :mod:`.token_sets`: which folders of prepared tokens a study's jobs read (rule ``distill_tokens``).
 - :mod:`.stage_ranks`: how many ranks a stage runs on and what they ask of Slurm.
-- :mod:`.checks`: the config checks of the layer swap and the distillation, and their config keys.
+- :mod:`.settings`: the layer swap's and the distillation's config keys, their settings and their
+  config checks.
 
 The Snakefile, the rules and the plan import these at every parse, so nothing here imports torch at
 module level (torch, transformers and datasets only inside the functions that make tensors or read

@@ -3,7 +3,7 @@ them, :mod:`gna.hybrid.study.token_shards` reads them): the workflow asks this w
 so it imports neither torch nor the shards' reader."""
 from __future__ import annotations
 
-from .checks import distillation_settings, swap_settings
+from .settings import distillation_settings, swap_settings
 from .data import stage_data, stage_steps
 from .web_stream import token_set_name, web_mix
 
