@@ -129,7 +129,7 @@ def cmd_scan(args) -> int:
     model, tok = load_model(_spec(args))
     examples = generate_kv_probe(args.pairs, args.n_examples, args.seed, separator=args.separator, fmt=args.format)
     result = head_scan(model, tok, examples, model_name=name, method=args.method, batch_size=args.batch_size,
-                       max_rows=args.max_rows, classify_top=args.classify_top,
+                       max_rows=args.max_rows, shared_prefix=args.shared_prefix, classify_top=args.classify_top,
                        classify_examples=args.classify_examples, threshold=args.threshold,
                        probe_check=dict(max_unknown_share=args.max_unknown_share,
                                         min_over_chance=args.min_over_chance, force=args.force),
@@ -183,7 +183,7 @@ SCAN_SETTINGS = (
     ("--classify-examples", "scan.classify_examples"), ("--threshold", "scan.threshold"),
     ("--method", "scan.method"), ("--candidates", "scan.candidates"), ("--guard-sample", "scan.guard_sample"),
     ("--guard-k", "scan.guard_k"), ("--guard-level", "scan.guard_level"), ("--atp-score", "scan.atp_score"),
-    ("--graddrop", "scan.atp_graddrop"),
+    ("--graddrop", "scan.atp_graddrop"), ("--shared-prefix", "scan.shared_prefix"),
     ("--max-unknown-share", "scan.probe_check.max_unknown_share"),
     ("--min-over-chance", "scan.probe_check.min_over_chance"), ("--force", "scan.probe_check.force"))
 """``gna scan``'s options that are study config settings: their type, default, bounds, choices and help

@@ -23,6 +23,8 @@ rule head_scan:
         method=lambda wc: "atp+exact" if wc.scan_dir == "scan_fast" else scan_method(wc.model),
         atp={k: config["scan"][k] for k in ("candidates", "guard_sample", "guard_k", "guard_level", "atp_score")}
         | {"graddrop": config["scan"]["atp_graddrop"], "seed": config["kv_probe"]["seed"]},
+        # only where set: a study without the key keeps its params, so its scans do not rerun
+        **({"shared_prefix": True} if config["scan"].get("shared_prefix") else {}),
     threads: THREADS
     resources:
         **MODEL_RESOURCES,

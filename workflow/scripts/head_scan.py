@@ -10,7 +10,8 @@ with job(snakemake) as log:
     p = snakemake.params
     model, tok = load_model(p.spec)
     result = head_scan(model, tok, read_jsonl(snakemake.input.probe), model_name=snakemake.wildcards.model,
-                       method=p.method, batch_size=p.batch_size, max_rows=p.max_rows, classify_top=p.classify_top,
+                       method=p.method, batch_size=p.batch_size, max_rows=p.max_rows,
+                       shared_prefix=p.get("shared_prefix", False), classify_top=p.classify_top,
                        classify_examples=p.classify_examples, threshold=p.threshold, probe_check=p.probe_check,
                        atp=p.atp, what=f"the KV probe {snakemake.input.probe} (scan.probe_check)", say=log.info)
     log.info("%s", result.guard.summary())

@@ -26,6 +26,18 @@ from ..questions.roles import roles_beyond_noise
 from ..scan import ScanGuard, scan, top_k
 
 
+def takes_tree_masks(model: nn.Module) -> bool:
+    """Does every mixer of ``model`` take packed rows' 4-D mask and positions: transformers' own
+    attention, eager or sdpa (flash attention reads no mask of that shape; a recurrence has none)?"""
+    try:
+        mixers = describe(model).mixers
+    except Exception:  # noqa: BLE001 - a model the adapters do not know: a row per continuation
+        return False
+    return (type(model).__module__.startswith("transformers.") and bool(mixers)
+            and all(m.kind == "attention" for m in mixers)
+            and getattr(model.config, "_attn_implementation", None) in ("eager", "sdpa"))
+
+
 @dataclass(frozen=True)
 class HeadScan:
     """A scan's outputs. ``ranking``: every head ranked, with the probe check's columns, the probe's
@@ -42,15 +54,19 @@ class HeadScan:
 
 
 def head_scan(model: nn.Module, tokenizer, examples: list[dict], *, model_name: str, method: str, batch_size: int,
-              max_rows: int, classify_top: int, classify_examples: int, threshold: float, probe_check: dict,
+              max_rows: int, shared_prefix: bool, classify_top: int, classify_examples: int, threshold: float, probe_check: dict,
               atp: dict, what: str, say: Callable[[str], None]) -> HeadScan:
     """Scan ``model`` on the probe ``examples`` (see the module docstring).
 
     ``probe_check``: ``scan.probe_check`` (max_unknown_share, min_over_chance, force); ``atp``:
     the ``atp+exact`` settings (candidates, guard_sample, guard_k, guard_level, atp_score,
     graddrop, seed); ``what`` names the probe in the check's refusal; ``say`` takes the lines said
-    before the work (the guard's cost, kinds that cannot be classified)."""
-    encoded = encode(examples, tokenizer)
+    before the work (the guard's cost, kinds that cannot be classified). ``shared_prefix``: packed
+    rows (:mod:`gna.probes.batches`) where the model's attention takes them, said where it does not."""
+    packed = shared_prefix and takes_tree_masks(model)
+    if shared_prefix and not packed:
+        say("scan.shared_prefix: this model has a mixer other than eager or sdpa attention; a row per continuation")
+    encoded = encode(examples, tokenizer, packed=packed)
     checked = check_probe(model, tokenizer, encoded, batch_size=batch_size, what=what, **probe_check)
     mixers = describe(model).mixers
     classifiable = sorted({m.kind for m in mixers if has_mixing_matrix(m)})

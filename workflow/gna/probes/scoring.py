@@ -10,14 +10,7 @@ the positions each row's scores read (:func:`gathered_choice_logprobs` reads tho
 ``score`` chains them with the model's forward. A head-ablation scan reuses the middle layers
 with its own forward (many ablations of one batch at once: logits with leading dims).
 
-Rows: when the choices of every example are "one shared prefix + one distinct last token"
-(always so for single-token choices, e.g. " 42" with a GPT-2-style BPE, and for " ", "42" with
-Llama-3's tokenizer) one row per example suffices: the row is prompt + shared prefix, and all
-C choices are read off the logits of that one row. Otherwise a choice needs the row prompt +
-continuation[:-1], as lm-eval builds it, and choices share rows: a causal model's logits at a
-position see only the tokens up to it, so a choice whose row is a prefix of another's is read off
-that longer row (a digit-splitting tokenizer's " 4", " 42" and " 47" take two rows: " 4" inside
-" 42"). One row per choice whose row no other choice's extends; a batch holds whole examples.
+Rows, one per example or per continuation, and packed rows: :mod:`gna.probes.batches`.
 """
 from __future__ import annotations
 
@@ -31,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ProbeError
+from .batches import ProbeBatch, examples_per_batch, iter_batches  # noqa: F401 - importable from here
 
 
 @dataclass
@@ -44,36 +38,10 @@ class EncodedProbe:
     pad_id: int
     single_token: bool                # every continuation is exactly one token
     one_row: bool                     # every example: choices = shared prefix + one last token
+    packed: bool = False              # one row per example, continuations as branches (gna.probes.batches)
 
     def __len__(self) -> int:
         return len(self.ids)
-
-
-@dataclass
-class ProbeBatch:
-    """Right-padded rows of some examples, and where their scores sit in the logits.
-
-    Scoring reads the next-token distribution at P (row, position) pairs and K entries gather
-    one token's log-prob from one of those P distributions and add it to one (example, choice)
-    slot. Tokens of a shared prefix are added to every choice of their example.
-    """
-    input_ids: torch.Tensor       # (B, T) long, right-padded
-    attention_mask: torch.Tensor  # (B, T) long, 1 = real token
-    examples: torch.Tensor        # (E,) indices of this batch's examples in the EncodedProbe
-    n_choices: int                # C
-    score_rows: torch.Tensor      # (P,) row of each distribution read
-    score_pos: torch.Tensor       # (P,) position in that row (predicts the token at pos + 1)
-    keep_pos: torch.Tensor        # (U,) sorted distinct score positions (for logits_to_keep)
-    row_example: torch.Tensor     # (B,) the example (0..E-1 in this batch) each row belongs to
-    score_kept: torch.Tensor      # (P,) index of score_pos in keep_pos
-    target_index: torch.Tensor    # (K,) which of the P distributions
-    target_token: torch.Tensor    # (K,) which token's log-prob
-    target_slot: torch.Tensor     # (K,) flat (example in batch) * C + choice to add it to
-
-    def to(self, device) -> "ProbeBatch":
-        return dataclasses.replace(self, **{f.name: getattr(self, f.name).to(device)
-                                            for f in dataclasses.fields(self)
-                                            if isinstance(getattr(self, f.name), torch.Tensor)})
 
 
 @dataclass
@@ -104,12 +72,14 @@ def _check(examples, name: str) -> int:
     return n_choices
 
 
-def encode(examples, tokenizer, name: str = "probe set") -> EncodedProbe:
+def encode(examples, tokenizer, name: str = "probe set", packed: bool = False) -> EncodedProbe:
     """Tokenize prompts and choices exactly as lm-eval 0.4.13's HFLM does for loglikelihood:
     trailing white space of the context moves to the continuation; the context is
     ``tokenizer.encode(context)`` (BOS as the tokenizer adds it, none if the text already starts
     with it) and the continuation is ``encode(context + continuation)[len(context ids):]``, so a
-    merge across the boundary is tokenized as in the whole text."""
+    merge across the boundary is tokenized as in the whole text. ``packed``: one row per example
+    with the continuations as branches (:mod:`gna.probes.batches`; attention models only), where
+    the choices do not fit one row anyway."""
     n_choices = _check(examples, name)
     bos = tokenizer.bos_token or tokenizer.eos_token
     prompt_ids, choice_ids = [], []
@@ -131,69 +101,8 @@ def encode(examples, tokenizer, name: str = "probe set") -> EncodedProbe:
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
     return EncodedProbe(ids=[str(ex.get("id", f"#{i}")) for i, ex in enumerate(examples)], prompt_ids=prompt_ids,
                         choice_ids=choice_ids, answers=torch.tensor([ex["answer"] for ex in examples]),
-                        n_choices=n_choices, pad_id=pad, single_token=single, one_row=one_row)
-
-
-def examples_per_batch(encoded: EncodedProbe, batch_size: int) -> int:
-    """Rows are examples in the one-row case, (example, choice) pairs otherwise; a batch
-    holds whole examples, at least one (so up to C rows even if batch_size < C)."""
-    if batch_size < 1:
-        raise ProbeError(f"batch_size={batch_size} must be >= 1")
-    return batch_size if encoded.one_row else max(1, batch_size // encoded.n_choices)
-
-
-def iter_batches(encoded: EncodedProbe, batch_size: int) -> Iterator[ProbeBatch]:
-    """Batches of whole examples, in order. Padding is on the RIGHT on purpose: every supported
-    model is causal, so real positions never see the pads and scores are exact for attention
-    and SSMs alike. Left padding would run the pads through the SSM recurrence and the conv
-    before the prompt and change its state."""
-    C, per = encoded.n_choices, examples_per_batch(encoded, batch_size)
-    for start in range(0, len(encoded), per):
-        rows, s_rows, s_pos, t_idx, t_tok, t_slot, row_ex = [], [], [], [], [], [], []
-        ex_idx = list(range(start, min(start + per, len(encoded))))
-        for e, n in enumerate(ex_idx):
-            prompt, conts = encoded.prompt_ids[n], encoded.choice_ids[n]
-            L = len(prompt)
-            if encoded.one_row:  # row = prompt + shared prefix; all choices read off it
-                prefix = conts[0][:-1]
-                r, p0 = len(rows), len(s_pos)
-                rows.append(prompt + prefix)
-                s_rows += [r] * (len(prefix) + 1)
-                s_pos += range(L - 1, L + len(prefix))
-                for c, cont in enumerate(conts):  # prefix tokens add to every choice
-                    t_idx += range(p0, p0 + len(cont))
-                    t_tok += cont
-                    t_slot += [e * C + c] * len(cont)
-            else:  # row = prompt + continuation[:-1]; a choice whose row another's extends reads off that one
-                tails, seen = [tuple(c[:-1]) for c in conts], {}
-                longest = [t for t in dict.fromkeys(tails) if not any(u != t and u[:len(t)] == t for u in tails)]
-                hosts = {t: len(rows) + i for i, t in enumerate(longest)}
-                rows += [prompt + list(t) for t in longest]
-                for c, cont in enumerate(conts):  # the first longest row that begins with the choice's own
-                    r = hosts[next(u for u in longest if u[:len(tails[c])] == tails[c])]
-                    for j in range(len(cont)):   # the distribution at L-1+j predicts the choice's token j
-                        key = (r, L - 1 + j)
-                        if key not in seen:
-                            seen[key] = len(s_pos)
-                            s_rows.append(r)
-                            s_pos.append(L - 1 + j)
-                        t_idx.append(seen[key])
-                    t_tok += cont
-                    t_slot += [e * C + c] * len(cont)
-            row_ex += [e] * (len(rows) - len(row_ex))
-        T = max(map(len, rows))
-        input_ids = torch.full((len(rows), T), encoded.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), T), dtype=torch.long)
-        for r, row in enumerate(rows):
-            input_ids[r, :len(row)] = torch.tensor(row)
-            mask[r, :len(row)] = 1
-        pos = torch.tensor(s_pos)
-        keep = torch.unique(pos)  # sorted
-        yield ProbeBatch(input_ids=input_ids, attention_mask=mask, examples=torch.tensor(ex_idx), n_choices=C,
-                         score_rows=torch.tensor(s_rows), score_pos=pos, keep_pos=keep,
-                         row_example=torch.tensor(row_ex),
-                         score_kept=torch.searchsorted(keep, pos), target_index=torch.tensor(t_idx),
-                         target_token=torch.tensor(t_tok), target_slot=torch.tensor(t_slot))
+                        n_choices=n_choices, pad_id=pad, single_token=single, one_row=one_row,
+                        packed=packed and not one_row)
 
 
 def batch_choice_logprobs(logits: torch.Tensor, batch: ProbeBatch) -> torch.Tensor:
@@ -228,7 +137,7 @@ def masked_choice_logprobs(model: nn.Module, encoded: EncodedProbe, batch_size: 
         for batch in iter_batches(encoded, batch_size):
             set_masks(batch, batch.examples[batch.row_example].tolist())
             b = batch.to(device)
-            out = model(input_ids=b.input_ids, attention_mask=b.attention_mask, use_cache=False)
+            out = model(**b.model_inputs(model), use_cache=False)
             logprobs[batch.examples] = batch_choice_logprobs(out.logits, b).cpu()
     return logprobs
 
@@ -296,8 +205,7 @@ def scored_logits(model: nn.Module, b: ProbeBatch, head: ScoredHead, keep: bool,
                   **kwargs) -> torch.Tensor:
     """``model``'s logits at the scored positions of ``copies`` copies of batch ``b`` ``(A, P, V)``
     (the head gathers; ``keep``: the model also takes ``logits_to_keep``). ``kwargs`` go to the model."""
-    kw = dict(input_ids=b.input_ids.repeat(copies, 1), attention_mask=b.attention_mask.repeat(copies, 1),
-              use_cache=False, **kwargs)
+    kw = dict(**b.model_inputs(model, copies), use_cache=False, **kwargs)
     if keep:
         kw["logits_to_keep"] = b.keep_pos
     with head.gather(b):
@@ -325,8 +233,7 @@ def copies_choice_logprobs(model: nn.Module, b: ProbeBatch, head: ScoredHead, ke
     (the head scan, ablated head sets, patched paths) scores through here."""
     if head.can_gather:
         return gathered_choice_logprobs(scored_logits(model, b, head, keep, copies), b)
-    kw = dict(input_ids=b.input_ids.repeat(copies, 1), attention_mask=b.attention_mask.repeat(copies, 1),
-              use_cache=False)
+    kw = dict(**b.model_inputs(model, copies), use_cache=False)
     if keep:
         kw["logits_to_keep"] = b.keep_pos
     logits = model(**kw).logits
@@ -388,11 +295,13 @@ def score(model, tokenizer_or_encoded, examples=None, batch_size: int = 32,
                           desc=name, unit="batch"):
             b = batch.to(device)
             if forward is not None:
+                if enc.packed:
+                    raise ProbeError(f"{name}: a custom forward takes (input_ids, attention_mask), not packed rows")
                 lp = batch_choice_logprobs(forward(b.input_ids, b.attention_mask), b)
             elif head.can_gather:
                 lp = gathered_choice_logprobs(scored_logits(model, b, head, keep), b)[0]
             else:
-                lp = batch_choice_logprobs(model(input_ids=b.input_ids, attention_mask=b.attention_mask).logits, b)
+                lp = batch_choice_logprobs(model(**b.model_inputs(model)).logits, b)
             logprobs[batch.examples] = lp.cpu()
     correct = logprobs.argmax(-1) == enc.answers
     return ProbeScore(logprobs=logprobs, answers=enc.answers, correct=correct,

@@ -151,8 +151,7 @@ def path_patch(model: nn.Module, encoded: EncodedProbe, paths, batch_size: int =
         deltas = {}
         for sd in senders:
             with ablate_heads(model, [sd]):
-                without = capture_layer_inputs(model, sorted(by_layer), input_ids=b.input_ids,
-                                               attention_mask=b.attention_mask, use_cache=False)
+                without = capture_layer_inputs(model, sorted(by_layer), **b.model_inputs(model), use_cache=False)
             deltas.update({(sd, lr): inputs[lr] - without[lr] for lr in by_layer})
         return deltas, mask
 
@@ -229,7 +228,7 @@ def _sender_outputs(model, senders, batch) -> dict:
                 got[s] = z @ module.weight[:, h * D:(h + 1) * D].T.to(z.dtype)
 
             stack.callback(mixer.out_proj.register_forward_pre_hook(grab).remove)
-        model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
+        model(**batch.model_inputs(model), use_cache=False)
     return got
 
 

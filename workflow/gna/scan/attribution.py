@@ -154,7 +154,7 @@ def _batch_estimates(model, b: ProbeBatch, answers, mixers, score, keep, graddro
         if head.can_gather:
             lp = gathered_choice_logprobs(scored_logits(model, b, head, keep), b)[0]
         else:
-            kw = dict(input_ids=b.input_ids, attention_mask=b.attention_mask, use_cache=False)
+            kw = dict(**b.model_inputs(model), use_cache=False)
             if keep:
                 kw["logits_to_keep"] = b.keep_pos
             lp = batch_choice_logprobs(model(**kw).logits, b)

@@ -45,8 +45,8 @@ class ResidualCache:
         kept = self.kept.get(index)
         if kept is not None and all(layer in kept for layer in wanted):
             return {layer: kept[layer].to(device) for layer in wanted}
-        got = capture_layer_inputs(model, sorted(set(wanted) | set(self.layers)), input_ids=b.input_ids,
-                                   attention_mask=b.attention_mask, use_cache=False)
+        got = capture_layer_inputs(model, sorted(set(wanted) | set(self.layers)), **b.model_inputs(model),
+                                   use_cache=False)
         self.forwards += 1
         size = sum(t.numel() * t.element_size() for t in got.values())
         if self.bytes + size <= self.max_bytes:
@@ -99,8 +99,7 @@ def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: d
             was_right = base_right[b.examples.cpu()]
             B = b.input_ids.shape[0]
             inputs = (residuals.inputs(model, i, b, sorted(by_start)) if residuals is not None else
-                      capture_layer_inputs(model, sorted(by_start), input_ids=b.input_ids,
-                                           attention_mask=b.attention_mask, use_cache=False))
+                      capture_layer_inputs(model, sorted(by_start), **b.model_inputs(model), use_cache=False))
             state = prepare(b, inputs) if prepare else None
             per = max(1, max_rows // B)
             for start in sorted(by_start):
