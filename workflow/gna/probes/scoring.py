@@ -14,7 +14,6 @@ Rows, one per example or per continuation, and packed rows: :mod:`gna.probes.bat
 """
 from __future__ import annotations
 
-import dataclasses
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
