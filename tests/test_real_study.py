@@ -125,6 +125,17 @@ def test_the_plan_states_the_cpu_hours_per_model_and_one_gpus():
     assert "CPU core-hours" in lines and "on 2 cores" in lines and f"| **{QWEN}** |" in lines
 
 
+def test_a_bf16_study_is_costed_at_the_bf16_rate():
+    """The preset runs in bfloat16: its CPU hours at Hardware.cpu_gflops_bf16, float32's at cpu_gflops."""
+    cfg, jobs, hw = real_config(), real_jobs(), Hardware()
+    assert cfg["dtype"] == "bfloat16" and hw.cpu_gflops_bf16 > hw.cpu_gflops
+    bf16 = {(r["model"], r["rule"]): r["cpu_h"] for r in cpu_hours(cfg, jobs)}
+    fp32 = {(r["model"], r["rule"]): r["cpu_h"] for r in cpu_hours({**cfg, "dtype": "float32"}, jobs)}
+    key = (QWEN, "individual_pruning")   # FLOPs dominate: the hours scale with the rate
+    assert fp32[key] / bf16[key] == pytest.approx(hw.cpu_gflops_bf16 / hw.cpu_gflops, rel=0.1)
+    assert f"{hw.cpu_gflops_bf16:g} GFLOP/s" in "\n".join(cpu_hour_lines(cpu_hours(cfg, jobs), cores=2, dtype="bfloat16"))
+
+
 def test_the_local_mmlu_sample_sizes_the_plans_evaluations():
     """The local tasks hold benchmarks.mmlu.size questions: twice the sample, about twice the hours."""
     cfg = real_config()

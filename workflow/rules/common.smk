@@ -267,8 +267,8 @@ def scan_method(model):
 def scan_probe(scan_dir):
     """results/scan (and scan_fast, its atp+exact check) ranks on the G&A probe (kv_probe.separator);
     results/scan_distill on the follow-up's (hybrid_distillation.kv_separator), for the distilled teacher."""
-    sep = None if scan_dir in ("scan", "scan_fast") else DISTILL_SEPARATOR
-    return probe_path(separator=sep)
+    own = scan_dir not in ("scan", "scan_fast")
+    return probe_path(separator=experiment_config("hybrid_distillation").get("kv_separator") if own else None)
 
 
 # used by heads.smk

@@ -15,9 +15,10 @@ with job(snakemake) as log:
     distill = distillation_settings(snakemake.config)
     scanned = {dict(wc).get("model") for rule, wc in jobs if rule == "head_scan"}
     scan_rows = scan_methods(dict(snakemake.config), hw, [m for m in snakemake.config["scan"]["models"] if m in scanned])
-    sections = scan_method_lines(scan_rows, hw)
+    dtype = snakemake.config.get("dtype")
+    sections = scan_method_lines(scan_rows, hw, dtype)
     if is_cpu_study(snakemake.config):  # what the study costs where it runs, and on one GPU
-        sections += cpu_hour_lines(cpu_hours(dict(snakemake.config), jobs, hw), hw, cores=2)
+        sections += cpu_hour_lines(cpu_hours(dict(snakemake.config), jobs, hw), hw, cores=2, dtype=dtype)
     write(rows, snakemake.output.md, snakemake.output.csv, profile, hw, title=snakemake.config.get("study", ""),
           world=stage_world(distill), cpus_per_rank=cpus_per_rank(distill), sections=sections)
     log.info("%d jobs, %.0f GPU-hours", len(rows), sum(r.hours * r.gpus for r in rows if r.gpu))

@@ -1,11 +1,11 @@
 """A CPU study's cost in its plan: per model and rule, the jobs' CPU core-hours (the same FLOPs as the
-GPU estimate at one core's measured float32 rate, ``Hardware.cpu_gflops``) beside what one GPU would
+GPU estimate at one core's measured rate in the study's dtype, ``gna.plan.scan_methods.cpu_gflops``) beside what one GPU would
 take, and the wall time on a machine that runs one one-thread job per core."""
 from __future__ import annotations
 
 from .estimate import Hardware
 from .jobs import Dag, Study, estimate_job, gpu_rules
-from .scan_methods import cpu_hardware
+from .scan_methods import rate_name, cpu_gflops, cpu_hardware
 
 
 def is_cpu_study(config: dict) -> bool:
@@ -16,7 +16,7 @@ def is_cpu_study(config: dict) -> bool:
 def cpu_hours(config: dict, jobs: Dag, hw: Hardware | None = None) -> list[dict]:
     """Per (model, rule) of the model-running ``jobs`` (gna.plan.jobs.dag_jobs): their count, CPU core-hours, one GPU's hours."""
     hw = hw or Hardware()
-    on_cpu, on_gpu = Study(config, cpu_hardware(hw)), Study(config, hw)
+    on_cpu, on_gpu = Study(config, cpu_hardware(hw, config.get("dtype"))), Study(config, hw)
     model_rules = gpu_rules()
     by: dict[tuple[str, str], dict] = {}
     for rule, wc in jobs:
@@ -30,15 +30,16 @@ def cpu_hours(config: dict, jobs: Dag, hw: Hardware | None = None) -> list[dict]
     return sorted(by.values(), key=lambda r: (r["model"], -r["cpu_h"]))
 
 
-def cpu_hour_lines(rows: list[dict], hw: Hardware | None = None, cores: int = 2) -> list[str]:
+def cpu_hour_lines(rows: list[dict], hw: Hardware | None = None, cores: int = 2,
+                   dtype: str | None = "float32") -> list[str]:
     """The plan's markdown section of :func:`cpu_hours`: a table, totals per model, the wall time on
-    ``cores`` cores."""
+    ``cores`` cores (``dtype``: the study's, for the rate it names)."""
     hw = hw or Hardware()
     total = sum(r["cpu_h"] for r in rows)
     gpu = sum(r["gpu_h"] for r in rows)
     lines = ["", "## On a CPU: core-hours per model and experiment", "",
-             f"Every job that runs a model, at {hw.cpu_gflops:g} GFLOP/s per core (`Hardware.cpu_gflops`, the "
-             f"exact scan's measured float32 rate; evaluations at the same rate), one thread per job, plus "
+             f"Every job that runs a model, at {cpu_gflops(hw, dtype):g} GFLOP/s per core (the exact scan's "
+             f"measured {rate_name(dtype)}; evaluations at the same rate), one thread per job, plus "
              f"start-up and loading. **{total:,.1f} CPU core-hours** in all: about **{total / cores:,.1f} h** of "
              f"wall time on {cores} cores running {cores} jobs at once (Snakemake `--cores {cores}`); one GPU "
              f"would take **{gpu:,.2f} h** (the GPU rows of this plan, one job at a time).", "",

@@ -64,6 +64,21 @@ class Hardware:
     thread, 0.84 of a plain matmul of the scan's shapes in the same process (83 GFLOP/s; the 2-core
     development machine, ``benchmarks/scan_cpu_real.py``; FLOPs as torch's FlopCounterMode counts
     them, which the plan's ``head_scan`` count matches within 5%: tests/test_scan_cpu.py)."""
+    cpu_gflops_bf16: float = 140.0
+    """The same in bfloat16, a study's ``dtype: bfloat16`` on a CPU with bf16 matrix units (this
+    machine's): 2.0x the float32 rate, the middle of the forward passes measured both ways in one run
+    (8 rows x 120 tokens: SmolLM2-135M 1.9x, Qwen2.5-Coder-1.5B 2.15x; 91 MMLU letter questions on
+    Qwen cut to 6 layers 2.36x; the packed exact scan of SmolLM2's last 4 layers on 3 prompts 1.49x,
+    ``benchmarks/packed_rows.py``)."""
+    cpu_job_overhead_s: float = 10.0
+    """A CPU job's start-up, in place of ``job_overhead_s`` (no CUDA context, no shared filesystem):
+    Snakemake's script wrapper and the imports of torch, transformers and lm-eval (4.3 s measured)."""
+    cpu_task_setup_s: float = 1.0
+    """lm-eval task building on a CPU from local files, in place of ``task_setup_s``: 0.3 s measured
+    for the 91-question local MMLU tasks (their contexts built in the job's log)."""
+    cpu_load_gbs: float = 1.0
+    """Checkpoint read from a local disk, in place of ``load_gbs`` (Qwen2.5-Coder-1.5B's 3.4 GB in 1.9 s
+    from the page cache; a cold read is slower)."""
     atp_forward_multiple: float = 2.5
     """Cost of AtP's forward + backward per prompt, in forwards of the same prompt (1.7-2.9 measured on
     Llama-3.2-3B / 3.1-8B slices in bf16 on a CPU; ``benchmarks/scan_real_width.py --methods atp``
@@ -361,3 +376,8 @@ def host_gb(hw: Hardware, *infos: ModelInfo) -> float:
 
 def load_seconds(hw: Hardware, *infos: ModelInfo) -> float:
     return hw.job_overhead_s + sum(i.weight_bytes for i in infos) / (hw.load_gbs * GB)
+
+
+def loaded(hw: Hardware, info: ModelInfo, secs: float, peak: float) -> Estimate:
+    """A job of one model loaded: ``secs`` of work at ``peak`` bytes of GPU memory, plus the load."""
+    return Estimate(gpu_gb=peak / GB, host_gb=host_gb(hw, info), hours=(secs + load_seconds(hw, info)) / 3600)

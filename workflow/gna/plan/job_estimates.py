@@ -19,11 +19,6 @@ def _eval_job(s, info, tasks, layers=None, repeats=1, extra_models=()) -> Estima
                     hours=(secs + E.load_seconds(s.hw, info, *extra_models)) / 3600)
 
 
-def _loaded(s, info, secs: float, peak: float) -> Estimate:
-    """One model loaded, ``secs`` of work at ``peak`` bytes of GPU memory."""
-    return Estimate(gpu_gb=peak / GB, host_gb=E.host_gb(s.hw, info), hours=(secs + E.load_seconds(s.hw, info)) / 3600)
-
-
 def evaluation(s, wc: dict, roles, layers=None, repeats: int = 1) -> Estimate:
     """The model's lm-eval tasks of ``roles`` (or, a mapping, of ``roles[wildcards experiment]``):
     ``layers`` None (all), "depth" (the job's), "minimal" (the minimal model: at most all but one)."""
@@ -52,7 +47,7 @@ def head_scan(s, wc: dict) -> Estimate:
                              candidates=int(sc["candidates"]),
                              guard_sample=E.guard_draws(int(sc["guard_sample"]), sc.get("guard_level")),
                              graddrop=bool(sc["atp_graddrop"]))
-    return _loaded(s, info, secs, peak)
+    return E.loaded(s.hw, info, secs, peak)
 
 
 def probe_pairs(s, wc: dict, exp: dict) -> Estimate:
@@ -61,7 +56,7 @@ def probe_pairs(s, wc: dict, exp: dict) -> Estimate:
     seeds = exp["probe_seeds"]
     pairs = list(exp["pairs"]) * (3 if seeds is None else max(1, len(seeds)))
     secs, peak = E.probe_scoring(s.hw, info, int(s.config["kv_probe"]["n_examples"]), pairs, int(s.eval["batch_size"]))
-    return _loaded(s, info, secs, peak)
+    return E.loaded(s.hw, info, secs, peak)
 
 
 def masked_positions(s, wc: dict, exp: dict) -> Estimate:
@@ -95,7 +90,7 @@ def mmlu_sample(s, wc: dict) -> Estimate:
     info = s.info(wc["model"])
     secs, peak = E.eval_tasks(s.hw, info, list(local_mmlu.TASKS),
                               {**s.eval, "limit": s.config["benchmarks"]["mmlu"]["size"]})
-    return _loaded(s, info, secs, peak)
+    return E.loaded(s.hw, info, secs, peak)
 
 
 def distillation_stage(s, wc: dict, exp: dict) -> Estimate:

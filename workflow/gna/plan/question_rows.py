@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from . import estimate as E
-from .estimate import GB, Estimate
+from .estimate import Estimate
 
 POOL_BEYOND_NOISE = 20
 """The plan's guess of a paper-scale model's heads beyond noise (``head_pairs.candidates: beyond_noise``)."""
@@ -24,10 +24,6 @@ def _scan(s, model: str, ablations_per_head: float = 1.0, tokens_scale: float = 
     return secs * ablations_per_head, peak, info
 
 
-def _loaded(s, secs: float, peak: float, info) -> Estimate:
-    return Estimate(gpu_gb=peak / GB, host_gb=E.host_gb(s.hw, info), hours=(secs + E.load_seconds(s.hw, info)) / 3600)
-
-
 def _n_heads(s, model: str) -> int:
     return sum(h for (_, _, h) in s.info(model).heads_by_layer)
 
@@ -44,26 +40,26 @@ def head_sets(s, wc: dict, exp: dict) -> Estimate:
         min(math.comb(pool, k), 20000) + 1 for k in range(1, min(size, SEARCH_SIZES) + 1))
     share = min(1.0, (exp.get("n_examples") or 1e18) / s.config["kv_probe"]["n_examples"])
     secs, peak, info = _scan(s, model, sets / n_heads * share)
-    return _loaded(s, secs, peak, info)
+    return E.loaded(s.hw, info, secs, peak)
 
 
 def format_scans(s, wc: dict, exp: dict) -> Estimate:
     """The scan under each probe format (the listed options add n_options lines to the prompt)."""
     n = exp.get("n_examples") or s.config["kv_probe"]["n_examples"]
     secs, peak, info = _scan(s, wc["model"], len(exp["formats"]) * n / s.config["kv_probe"]["n_examples"], 1.3)
-    return _loaded(s, secs, peak, info)
+    return E.loaded(s.hw, info, secs, peak)
 
 
 def one_scan(s, wc: dict) -> Estimate:
     """One exact scan on another seed's probe."""
     secs, peak, info = _scan(s, wc["model"])
-    return _loaded(s, secs, peak, info)
+    return E.loaded(s.hw, info, secs, peak)
 
 
 def seed_scans(s, wc: dict, exp: dict) -> Estimate:
     """Every head ablated again on every seed's probe, per prompt."""
     secs, peak, info = _scan(s, wc["model"], len(exp["seeds"]))
-    return _loaded(s, secs, peak, info)
+    return E.loaded(s.hw, info, secs, peak)
 
 
 def path_patching(s, wc: dict, exp: dict) -> Estimate:
@@ -72,4 +68,4 @@ def path_patching(s, wc: dict, exp: dict) -> Estimate:
 
     g, a = int(exp["n_gather"]), int(exp["n_aggregate"])
     secs, peak, info = _scan(s, wc["model"], (g * a * len(SPECS) + g * (len(SPECS) + 1) + g + a) / _n_heads(s, wc["model"]))
-    return _loaded(s, secs, peak, info)
+    return E.loaded(s.hw, info, secs, peak)

@@ -20,7 +20,7 @@ def scan_methods(config: dict, hw: Hardware | None = None, models=None) -> list[
     (``<method>_cpu_h``): the same FLOPs at ``Hardware.cpu_gflops``. The one source of every ratio the
     preset, the manual and the plan quote."""
     hw = hw or Hardware()
-    cpu = cpu_hardware(hw)
+    cpu = cpu_hardware(hw, config.get("dtype"))
     out = []
     for name in (models or config["scan"]["models"]):
         info = Study(config, hw).info(name)
@@ -38,13 +38,21 @@ def scan_methods(config: dict, hw: Hardware | None = None, models=None) -> list[
     return out
 
 
-def cpu_hardware(hw: Hardware) -> Hardware:
-    """``hw`` with one CPU core's measured scan rate in place of the GPU's forward rate."""
-    return replace(hw, fwd_tflops=hw.cpu_gflops / 1e3)
+def cpu_gflops(hw: Hardware, dtype: str | None = "float32") -> float:
+    """One CPU core's measured rate for a study's ``dtype``: ``Hardware.cpu_gflops_bf16`` in bfloat16,
+    else ``Hardware.cpu_gflops`` (float32's)."""
+    return hw.cpu_gflops_bf16 if dtype == "bfloat16" else hw.cpu_gflops
 
 
-def scan_method_lines(rows: list[dict], hw: Hardware | None = None) -> list[str]:
-    """The plan's markdown table of :func:`scan_methods`."""
+def cpu_hardware(hw: Hardware, dtype: str | None = "float32") -> Hardware:
+    """``hw`` with one CPU core's measured rate (:func:`cpu_gflops`) in place of the GPU's forward rate,
+    and a CPU job's start-up, task building and checkpoint read in place of a GPU cluster's."""
+    return replace(hw, fwd_tflops=cpu_gflops(hw, dtype) / 1e3, job_overhead_s=hw.cpu_job_overhead_s,
+                   task_setup_s=hw.cpu_task_setup_s, load_gbs=hw.cpu_load_gbs)
+
+
+def scan_method_lines(rows: list[dict], hw: Hardware | None = None, dtype: str | None = "float32") -> list[str]:
+    """The plan's markdown table of :func:`scan_methods` (``dtype``: the study's, for the CPU rate)."""
     lines = ["", "## Head scan: exact against atp+exact", "",
              "Per `head_scan` job with this config's scan settings (`scan.method` set to each; the job adds "
              "start-up and the weights' load). docs/fast-scan.md says how far atp+exact's ranking is trusted.", "",
@@ -56,8 +64,8 @@ def scan_method_lines(rows: list[dict], hw: Hardware | None = None) -> list[str]
                      f"{r['exact_gpu_gb']:.1f} / {r['atp+exact_gpu_gb']:.1f} |")
     hw = hw or Hardware()
     lines += ["", "## Head scan on a CPU", "",
-              f"The same jobs on one CPU core: the same FLOPs at the exact scan's measured float32 rate, "
-              f"{hw.cpu_gflops:g} GFLOP/s per core (`Hardware.cpu_gflops`, benchmarks/scan_cpu_real.py; measured "
+              f"The same jobs on one CPU core: the same FLOPs at the exact scan's measured {rate_name(dtype)}, "
+              f"{cpu_gflops(hw, dtype):g} GFLOP/s per core (benchmarks/scan_cpu_real.py; measured "
               f"on a transformer: SSM rows keep the GPU's family factors and are not measured). With t threads a "
               f"job takes up to t times less wall time. docs/performance.md has the measurement.", "",
               "| model | heads | exact CPU h | atp+exact CPU h | exact GPU h | atp+exact GPU h |",
@@ -66,3 +74,9 @@ def scan_method_lines(rows: list[dict], hw: Hardware | None = None) -> list[str]
         lines.append(f"| {r['model']} | {r['heads']:,} | {r['exact_cpu_h']:,.1f} | {r['atp+exact_cpu_h']:,.1f} | "
                      f"{r['exact_job_s'] / 3600:.2f} | {r['atp+exact_job_s'] / 3600:.2f} |")
     return lines
+
+
+def rate_name(dtype: str | None) -> str:
+    """The rate :func:`cpu_gflops` takes for ``dtype``, named as the plan says it."""
+    return ("bfloat16 rate (`Hardware.cpu_gflops_bf16`)" if dtype == "bfloat16"
+            else "float32 rate (`Hardware.cpu_gflops`)")
