@@ -9,6 +9,7 @@ from gna.probes import encode, iter_batches, score
 from gna.scan.exact import scan_heads
 from test_scoring import probe, reference_logprobs
 
+pytestmark = pytest.mark.oldest  # also run on the lowest supported transformers (.ci/run): a 4-D mask's path
 FAMILIES = ["llama", "qwen2"]
 
 
