@@ -169,6 +169,23 @@ def test_agreement_counts_the_exact_top_heads_the_fast_scan_finds():
     assert list(got.recall) == [1.0, 0.5, 1.0, 0.75] and list(got.verified) == [1.0, 1.0, 1.0, 0.75]
     with pytest.raises(ValueError, match="same heads"):
         agreement(exact, fast.iloc[:5])
+    assert got.beyond_noise_at_best.isna().all()   # no prompt count: nothing said
+
+
+def test_agreement_says_how_many_exact_top_heads_could_be_beyond_noise():
+    """SmolLM2's exact top drop is .09 of 100 prompts: even with all 9 changed prompts lost, McNemar's
+    p = 2^-9 = .002 is above 5% / 270 heads. A drop of .2 (2^-20) is beyond it."""
+    import pandas as pd
+
+    from gna.scan.agreement import agreement, could_be_beyond_noise
+
+    assert not could_be_beyond_noise(0.09, 100, 270) and could_be_beyond_noise(0.2, 100, 270)
+    assert not could_be_beyond_noise(0.0, 100, 270)
+    drops = [0.2, 0.15, 0.09, 0.05] + [0.0] * 266
+    exact = pd.DataFrame([dict(layer=i // 9, head=i % 9, kind="attention", rank=i + 1, drop=d, n_examples=100)
+                          for i, d in enumerate(drops)])
+    got = agreement(exact, exact.assign(exact=True), ks=(1, 3, 5)).set_index("k")
+    assert list(got.beyond_noise_at_best) == [1, 2, 2]
 
 
 def test_check_models_must_be_ranked_exactly():
