@@ -116,11 +116,13 @@ def test_the_plan_states_the_cpu_hours_per_model_and_one_gpus():
     assert {SMOL, QWEN} <= models
     by = {(r["model"], r["rule"]): r for r in rows}
     assert by[QWEN, "gradual_pruning"]["jobs"] == 28
-    # Qwen (1.5B) costs more than SmolLM2 (135M) per job, and a GPU is faster than a core (its jobs: start-up)
+    # Qwen (1.5B) costs more than SmolLM2 (135M) per job, and a GPU in the same machine is faster than a
+    # core on every job that computes: its start-up is the CPU job's, not a cluster job's 2 min
     assert by[QWEN, "gradual_pruning"]["cpu_h"] > 2 * by[SMOL, "gradual_pruning"]["cpu_h"]
     computing = {"gradual_pruning", "individual_pruning", "critical_heads", "head_keeping", "head_scan", "kv_pairs",
                  "topk_removal"}   # (the others load a model and draw: the same hours either way)
-    assert all(r["gpu_h"] < r["cpu_h"] for r in rows if r["rule"] in computing and r["model"] == QWEN)
+    assert all(r["gpu_h"] < r["cpu_h"] for r in rows if r["rule"] in computing)
+    assert sum(r["gpu_h"] for r in rows) < sum(r["cpu_h"] for r in rows) / 5
     lines = "\n".join(cpu_hour_lines(rows, cores=2))
     assert "CPU core-hours" in lines and "on 2 cores" in lines and f"| **{QWEN}** |" in lines
 

@@ -3,6 +3,8 @@ GPU estimate at one core's measured rate in the study's dtype, ``gna.plan.scan_m
 take, and the wall time on a machine that runs one one-thread job per core."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .estimate import Hardware
 from .jobs import Dag, Study, estimate_job, gpu_rules
 from .scan_methods import rate_name, cpu_gflops, cpu_hardware
@@ -13,10 +15,20 @@ def is_cpu_study(config: dict) -> bool:
     return config.get("device") == "cpu" and not config.get("gpus_per_job")
 
 
+def workstation_gpu(hw: Hardware) -> Hardware:
+    """``hw``'s GPU in the machine the CPU study runs on: its rates and checkpoint read, but the CPU
+    job's start-up and task building. A CPU study's inputs are local files (converted checkpoints,
+    local lm-eval tasks), so the cluster's per-job start-up and per-task dataset building
+    (``job_overhead_s``, ``task_setup_s``: 120 s and 60 s, against seconds of compute per job here)
+    would be most of its hours. CUDA's context creation is not in it (not measured here)."""
+    return replace(hw, job_overhead_s=hw.cpu_job_overhead_s, task_setup_s=hw.cpu_task_setup_s)
+
+
 def cpu_hours(config: dict, jobs: Dag, hw: Hardware | None = None) -> list[dict]:
-    """Per (model, rule) of the model-running ``jobs`` (gna.plan.jobs.dag_jobs): their count, CPU core-hours, one GPU's hours."""
+    """Per (model, rule) of the model-running ``jobs`` (gna.plan.jobs.dag_jobs): their count, CPU
+    core-hours, the hours of one GPU in the same machine (:func:`workstation_gpu`)."""
     hw = hw or Hardware()
-    on_cpu, on_gpu = Study(config, cpu_hardware(hw, config.get("dtype"))), Study(config, hw)
+    on_cpu, on_gpu = Study(config, cpu_hardware(hw, config.get("dtype"))), Study(config, workstation_gpu(hw))
     model_rules = gpu_rules()
     by: dict[tuple[str, str], dict] = {}
     for rule, wc in jobs:
@@ -42,7 +54,10 @@ def cpu_hour_lines(rows: list[dict], hw: Hardware | None = None, cores: int = 2,
              f"measured {rate_name(dtype)}; evaluations at the same rate), one thread per job, plus "
              f"start-up and loading. **{total:,.1f} CPU core-hours** in all: about **{total / cores:,.1f} h** of "
              f"wall time on {cores} cores running {cores} jobs at once (Snakemake `--cores {cores}`); one GPU "
-             f"would take **{gpu:,.2f} h** (the GPU rows of this plan, one job at a time).", "",
+             f"in the same machine would take **{gpu:,.2f} h**, one job at a time (the GPU rows' rates, with the "
+             f"CPU job's start-up and task building, {hw.cpu_job_overhead_s:g} s and {hw.cpu_task_setup_s:g} s: "
+             f"the inputs are local files; on a cluster the GPU rows above add "
+             f"{hw.job_overhead_s:g} s a job and {hw.task_setup_s:g} s a task).", "",
              "| model | rule | jobs | CPU core-h | one GPU h |", "|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['rule']} | {r['jobs']} | {r['cpu_h']:,.2f} | {r['gpu_h']:,.3f} |")
