@@ -27,14 +27,10 @@ import torch.nn.functional as F
 def shareable(model) -> bool:
     """Can ``model``'s evaluation share contexts: attention mixers only, layer 0 in place?"""
     from ..interventions.layers import SkipLayer
-    from ..models import adapter_for, describe
+    from ..models import adapter_for, attention_only
 
-    try:
-        mixers = describe(model).mixers
-        first = adapter_for(model).layers()[0]
-    except Exception:  # noqa: BLE001 - a model the adapters do not know: lm-eval's own path
-        return False
-    return bool(mixers) and all(m.kind == "attention" for m in mixers) and not isinstance(first, SkipLayer)
+    # a model the adapters do not know is not attention-only: lm-eval's own path
+    return attention_only(model) and not isinstance(adapter_for(model).layers()[0], SkipLayer)
 
 
 @functools.cache

@@ -16,7 +16,7 @@ import pandas as pd
 from torch import nn
 
 from ..jobs.script_job import provenance
-from ..models import describe
+from ..models import attention_only, describe
 from ..patterns.ga_roles import classify_heads
 from ..patterns.mixing import has_mixing_matrix
 from ..probes.guard import ProbeCheck, check_probe
@@ -29,12 +29,7 @@ from ..scan import ScanGuard, scan, top_k
 def takes_tree_masks(model: nn.Module) -> bool:
     """Does every mixer of ``model`` take packed rows' 4-D mask and positions: transformers' own
     attention, eager or sdpa (flash attention reads no mask of that shape; a recurrence has none)?"""
-    try:
-        mixers = describe(model).mixers
-    except Exception:  # noqa: BLE001 - a model the adapters do not know: a row per continuation
-        return False
-    return (type(model).__module__.startswith("transformers.") and bool(mixers)
-            and all(m.kind == "attention" for m in mixers)
+    return (type(model).__module__.startswith("transformers.") and attention_only(model)
             and getattr(model.config, "_attn_implementation", None) in ("eager", "sdpa"))
 
 

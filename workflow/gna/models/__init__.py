@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-_WHERE = {"ADAPTERS": "adapters", "adapter_for": "adapters", "attach_adapter": "adapters", "describe": "adapters",
+_WHERE = {"ADAPTERS": "adapters", "adapter_for": "adapters", "attach_adapter": "adapters", "attention_only": "adapters", "describe": "adapters",
           "supported_families": "adapters", "KINDS": "description", "Mixer": "description",
           "ModelDescription": "description", "load_model": "loading", "load_tokenizer": "loading",
           "ModelSpec": "spec"}

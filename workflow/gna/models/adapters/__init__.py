@@ -111,3 +111,13 @@ def adapter_for(model: nn.Module) -> Adapter:
 def describe(model: nn.Module):
     """The uniform mixer description of ``model`` (see :class:`ModelDescription`)."""
     return adapter_for(model).describe()
+
+
+def attention_only(model: nn.Module) -> bool:
+    """Are all of ``model``'s token mixers attention (False for a model no adapter describes)? The
+    shortcuts that reuse a context's keys and values (shared contexts, packed rows) need it."""
+    try:
+        mixers = describe(model).mixers
+    except Exception:  # noqa: BLE001 - a model the adapters do not know
+        return False
+    return bool(mixers) and all(m.kind == "attention" for m in mixers)
