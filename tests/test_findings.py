@@ -5,8 +5,9 @@ carry mean and spread (top-k with its random control, Fig. 4 over probe seeds, p
 import pandas as pd
 import pytest
 
-from gna.report import common, findings, heads, hybrid_distillation, layer_swap, ssm_masking
+from gna.report import common, heads, hybrid_distillation, layer_swap, ssm_masking
 from gna.report.findings import heads as head_findings
+from gna.report.findings import hybrids as hybrid_findings
 from gna.report.findings import pruning as pruning_findings
 
 
@@ -262,7 +263,7 @@ def distill_table(ranked_kv, random_kvs):
 
 def test_ranked_heads_beat_random_ones_only_beyond_every_draw():
     def verdict(ranked_kv, random_kvs):
-        rows = findings.hybrids.distillation_findings(distill_table(ranked_kv, random_kvs), None)
+        rows = hybrid_findings.distillation_findings(distill_table(ranked_kv, random_kvs), None)
         return next(r for r in rows if "random heads" in r["claim"])
 
     assert verdict(100.0, [20.0, 50.0, 80.0])["verdict"] == "holds"
@@ -275,7 +276,7 @@ def test_ranked_heads_beat_random_ones_only_beyond_every_draw():
 def test_distillation_claims_are_na_when_the_teacher_does_not_retrieve():
     t = distill_table(100.0, [20.0, 50.0, 80.0])
     t.loc[t.selection == "teacher", "kv_retrieval"] = 5.0
-    assert [r["verdict"] for r in findings.hybrids.distillation_findings(t, None)] == ["n/a"]
+    assert [r["verdict"] for r in hybrid_findings.distillation_findings(t, None)] == ["n/a"]
 
 
 # --- SSM vs transformer redundancy at an equal share of heads ----------------------------------
@@ -352,3 +353,27 @@ def test_table1_on_a_sample_holds_only_beyond_the_interval(tmp_path):
     close = {**pct, "both": 100 * 32 / n}          # 32 vs 24 of 91: 9 points, within the interval
     write(tmp_path, "head_keeping.csv", [{**row, "mmlu": close[row["condition"]]} for row in rows])
     assert one(head_findings.head_keeping(tmp_path, {"mmlu_n": n, "tolerance": 0.1}))["verdict"] == "not resolved"
+
+
+def test_knowledge_at_chance_makes_knowledge_stays_no_result(tmp_path):
+    """Where the minimal model's knowledge is near the knowledge tasks' chance, "knowledge stays"
+    cannot fail: Fig. 3 and Table 1 say so and do not call it 'holds' (knowledge_chance set)."""
+    n = 91
+
+    def pruning(knowledge):   # minimal depth 3 (MMLU 62/91); removing L0 collapses it to 21/91
+        rows = gradual_table([0.25, 0.30, 62 / n, 62 / n], minimal=3, knowledge=[knowledge] * 4)
+        rows += [dict(model="m", experiment="minimal (0..2) minus layer", layers=f"L{i}", layer=i, mmlu=v,
+                      knowledge=knowledge) for i, v in enumerate([21 / n, 61 / n, 60 / n])]
+        write(tmp_path, "layer_pruning.csv", rows)
+
+    pct = {c: 100 * k / n for c, k in {"both": 62, "aggregate_only": 23, "gather_only": 24, "neither": 22}.items()}
+    for knowledge, chance, verdict in ((60 / n, 0.25, "holds"), (21 / n, None, "holds"), (21 / n, 0.25, "partly")):
+        pruning(knowledge)
+        write(tmp_path, "head_keeping.csv", [dict(model="m", source="discovered", condition=c, gather="L0H1",
+                                                  aggregate="L1H0", kept="", mmlu=pct[c], knowledge=100 * knowledge)
+                                             for c in pct])
+        settings = {"mmlu_n": n, "knowledge_chance": chance}
+        for r in (one(pruning_findings.individual(tmp_path, settings)),
+                  one(head_findings.head_keeping(tmp_path, settings))):
+            assert r["verdict"] == verdict, r
+            assert ("that it stays cannot fail" in r["evidence"]) == (verdict == "partly")

@@ -11,6 +11,8 @@ rule findings:
         # the thresholds the verdicts use (gna.report.findings): the layer-pruning experiment's
         settings=lambda wc: {key: LAYER_PRUNING.get(key) for key in ("mmlu_chance", "tolerance", "collapse",
                                                                      "knowledge_tolerance")}
+        # where the study knows its knowledge tasks' chance (a key other studies' params do not carry)
+        | ({"knowledge_chance": LAYER_PRUNING["knowledge_chance"]} if LAYER_PRUNING.get("knowledge_chance") else {})
         # on the local MMLU sample: accuracies with n and interval, and (the models not being the
         # paper's) the paper's Llama-3.1-8B beside them
         | ({"mmlu_n": config["benchmarks"]["mmlu"]["size"], "paper_beside": True} if local_task_inputs() else {}),

@@ -9,7 +9,9 @@ sets) the tables carry min-max spreads, and a verdict asks for an effect beyond 
 
 Settings (``make``'s ``settings``; the findings rule passes the config's): ``mmlu_chance``,
 ``tolerance`` (layer_pruning: MMLU kept within it), ``collapse`` (share of the above-chance MMLU
-lost for a collapse), ``knowledge_tolerance`` (knowledge kept within it), accuracies in 0-1.
+lost for a collapse), ``knowledge_tolerance`` (knowledge kept within it), ``knowledge_chance``
+(where set: knowledge near it in the minimal model makes "knowledge stays" no result), accuracies
+in 0-1.
 """
 from __future__ import annotations
 

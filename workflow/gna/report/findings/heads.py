@@ -13,7 +13,7 @@ import pandas as pd
 from ..common import chance_of, near_chance
 from .pruning import minimal_scores
 from .sampled import acc, drop_interval, drop_text, resolved
-from .verdicts import judge, read_table, with_settings
+from .verdicts import judge, knowledge_untestable, read_table, with_settings
 
 REDUNDANCY_SHARE = 0.10
 """SSM vs transformer redundancy is compared on the top heads covering this share of each model's heads."""
@@ -23,7 +23,8 @@ def head_keeping(fig: Path, settings: dict | None = None) -> list[dict]:
     """Table 1, all four conditions: both heads kept, MMLU within ``tolerance`` of the minimal model's
     (not below it by more); gather only, aggregate only, neither: MMLU near chance; knowledge within
     ``knowledge_tolerance`` of the minimal model's in all four. 'holds' needs every check; 'partly'
-    where keeping both heads is still 10 points above every other condition."""
+    where keeping both heads is still 10 points above every other condition, or where the minimal
+    model's knowledge is near ``knowledge_chance`` (knowledge flat cannot fail)."""
     thresholds = with_settings(settings)
     chance = chance_of("mmlu", thresholds["mmlu_chance"])
     table = read_table(fig, "head_keeping.csv")
@@ -68,6 +69,8 @@ def head_keeping(fig: Path, settings: dict | None = None) -> list[dict]:
             verdict = resolved(verdict, drop_interval(mmlu["both"] / 100, others / 100, n)[1] > 0)
             sampled = (f"; n = {n} questions: MMLU both {acc(mmlu['both'] / 100, n)}, the best other "
                        f"{acc(others / 100, n)}, {drop_text(mmlu['both'] / 100, others / 100, n)}")
+        untestable = knowledge_untestable(ref[1], thresholds, 100) if ref is not None else ""
+        verdict = "partly" if untestable and verdict == "holds" else verdict
         rows.append(dict(claim=claim, model=label, verdict=verdict,
                          evidence=(f"minimal model MMLU {ref[0]:.1f}, knowledge {ref[1]:.1f}; " if ref else "")
                                   + f"MMLU both {mmlu['both']:.1f}, gather only {mmlu['gather_only']:.1f}, aggregate "
@@ -75,7 +78,8 @@ def head_keeping(fig: Path, settings: dict | None = None) -> list[dict]:
                                   + " / ".join(f"{knowledge[cond]:.1f}"
                                                for cond in ("both", "gather_only", "aggregate_only", "neither"))
                                   + " (paper: MMLU 66.3 / 25.6 / 24.4 / 25.6)" + sampled
-                                  + (f" (failed: {'; '.join(failed)})" if failed else "")))
+                                  + (f" (failed: {'; '.join(failed)})" if failed else "")
+                                  + (f" ({untestable})" if untestable else "")))
     return rows
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..common import chance_of, near_chance
 from .sampled import PAPER_LLAMA_8B, acc, drop_interval, drop_text, resolved
-from .verdicts import judge, read_table, with_settings
+from .verdicts import judge, knowledge_untestable, read_table, with_settings
 
 
 def _gradual_rows(t: pd.DataFrame, model: str) -> pd.DataFrame:
@@ -91,7 +91,8 @@ def gradual(fig: Path, settings: dict | None = None) -> list[dict]:
 def individual(fig: Path, settings: dict | None = None) -> list[dict]:
     """Fig. 3 holds where some layer is critical: its removal loses at least ``collapse`` of the
     minimal model's MMLU above chance while knowledge stays within ``knowledge_tolerance``
-    (:func:`gna.experiments.pruning.critical_table`'s rule and defaults)."""
+    (:func:`gna.experiments.pruning.critical_table`'s rule and defaults); at most 'partly' where the
+    minimal model's knowledge is near ``knowledge_chance`` (its staying cannot fail)."""
     st = with_settings(settings)
     chance, collapse, knowledge_tolerance = chance_of("mmlu", st["mmlu_chance"]), st["collapse"], st["knowledge_tolerance"]
     t = read_table(fig, "layer_pruning.csv")
@@ -122,6 +123,8 @@ def individual(fig: Path, settings: dict | None = None) -> list[dict]:
             verdict = resolved(verdict, any(
                 drop_interval(base.mmlu, r.mmlu, n)[1] > max(0.0, drop_interval(base.knowledge, r.knowledge, n)[2])
                 for r in critical.itertuples()))
+        untestable = knowledge_untestable(base.knowledge, st)
+        verdict = "partly" if untestable and verdict == "holds" else verdict
         rows.append(dict(claim=claim, model=model, verdict=verdict,
                          evidence=f"minimal model MMLU {acc(base.mmlu, n)}, knowledge {acc(base.knowledge, n)}; "
                                   + "; ".join(f"without {r.layers}: MMLU {acc(r.mmlu, n)}, knowledge {acc(r.knowledge, n)}"
@@ -130,6 +133,7 @@ def individual(fig: Path, settings: dict | None = None) -> list[dict]:
                                               for r in shown.itertuples())
                                   + ("" if not critical.empty else
                                      " (no layer collapses MMLU with knowledge kept: no critical layer)")
+                                  + (f" ({untestable})" if untestable else "")
                                   + (f". {PAPER_LLAMA_8B['individual']}" if st.get("paper_beside") else "")))
     return rows
 

@@ -10,10 +10,11 @@ from pathlib import Path
 import pandas as pd
 
 from ...config.schema import defaults_of
+from ..common import NEAR_CHANCE
 
-SETTING_KEYS = ("mmlu_chance", "tolerance", "collapse", "knowledge_tolerance")
+SETTING_KEYS = ("mmlu_chance", "tolerance", "collapse", "knowledge_tolerance", "knowledge_chance")
 _LAYER_PRUNING = defaults_of("experiments.layer_pruning")
-SETTINGS = {key: _LAYER_PRUNING[key] for key in SETTING_KEYS}
+SETTINGS = {key: _LAYER_PRUNING.get(key) for key in SETTING_KEYS}
 """The thresholds' defaults: the layer-pruning experiment's, from the schema (where defaults live)."""
 
 
@@ -26,6 +27,16 @@ def read_table(figures, name: str) -> pd.DataFrame | None:
     """``figures/name``, or None where this run did not write that table."""
     p = Path(figures) / name
     return pd.read_csv(p) if p.is_file() else None
+
+
+def knowledge_untestable(knowledge: float, settings: dict, scale: float = 1.0) -> str:
+    """Why "knowledge stays" cannot fail where the reference model's ``knowledge`` (in units of
+    ``scale``) is near the knowledge tasks' chance (``settings["knowledge_chance"]``), else ""."""
+    chance = settings.get("knowledge_chance")
+    if chance is None or not knowledge < (chance + NEAR_CHANCE) * scale:
+        return ""
+    return (f"knowledge is near chance in the minimal model ({knowledge / scale:.2f}, chance {chance:.2f}): that "
+            f"it stays cannot fail, so what a layer or head does to it is not told")
 
 
 def judge(ok: bool, partly: bool = False) -> str:
