@@ -1,5 +1,6 @@
 """The real-model preset (workflow/configs/real.yaml): its DAG, its own figures folder, the local MMLU
 tasks every evaluation reads, the per-model scan method, and its cost in the plan."""
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -59,6 +60,9 @@ def test_the_preset_writes_its_own_figures_folder_and_the_default_study_keeps_fi
     assert real.returncode == 0, real.stderr[-2000:]
     assert "figures/real/layer_pruning.csv" in real.stdout and "figures/real/head_keeping.md" in real.stdout
     assert " figures/layer_pruning.csv" not in real.stdout
+    # every table and the findings it writes are committed, so check_figures holds each one
+    written = set(re.findall(r"figures/real/[\w./-]+\.(?:csv|md)", real.stdout))
+    assert len(written) >= 8 and not [f for f in written if not (ROOT / f).is_file()]
     micro = dry_run(targets=["figures/findings.md"])
     assert micro.returncode == 0 and "figures/real/" not in micro.stdout
 
@@ -193,3 +197,17 @@ def test_agreement_says_how_many_exact_top_heads_could_be_beyond_noise():
 def test_check_models_must_be_ranked_exactly():
     out = dry_run("--configfile", str(REAL), "--config", "scan={check_models: [qwen2.5-coder-1.5b]}")
     assert out.returncode != 0 and "no exact ranking to hold the fast scan to" in out.stderr
+
+
+def test_readme_and_manual_quote_the_real_findings():
+    """The real models' findings in the README and the manual are figures/real/findings.md's rows,
+    verbatim; each MMLU accuracy there carries its count and interval, and the paper's Llama beside."""
+    from gna.report.quote import REAL_FINDINGS, quoted, rows, table
+
+    findings = (ROOT / REAL_FINDINGS.source).read_text()
+    got = rows(findings, REAL_FINDINGS.prefix)
+    assert {m.split(" ")[0] for _, m, _, _ in got} >= {SMOL, QWEN}
+    assert "Llama-3.1-8B" in findings and "/91, " in findings   # n and interval: "0.45 (41/91, 0.35-0.56)"
+    for page in ("README.md", "docs/real-models.md"):
+        assert quoted((ROOT / page).read_text(), REAL_FINDINGS) == table(findings, REAL_FINDINGS), \
+            f"{page}: run python -m gna.report.quote"
