@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from ...config.schema import defaults_of
-from ..common import NEAR_CHANCE
+from ..common import near_chance
 
 SETTING_KEYS = ("mmlu_chance", "tolerance", "collapse", "knowledge_tolerance", "knowledge_chance")
 _LAYER_PRUNING = defaults_of("experiments.layer_pruning")
@@ -33,7 +33,7 @@ def knowledge_untestable(knowledge: float, settings: dict, scale: float = 1.0) -
     """Why "knowledge stays" cannot fail where the reference model's ``knowledge`` (in units of
     ``scale``) is near the knowledge tasks' chance (``settings["knowledge_chance"]``), else ""."""
     chance = settings.get("knowledge_chance")
-    if chance is None or not knowledge < (chance + NEAR_CHANCE) * scale:
+    if chance is None or not near_chance(knowledge, chance, scale):
         return ""
     return (f"knowledge is near chance in the minimal model ({knowledge / scale:.2f}, chance {chance:.2f}): that "
             f"it stays cannot fail, so what a layer or head does to it is not told")
