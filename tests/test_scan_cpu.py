@@ -24,7 +24,7 @@ def test_the_plans_scan_flops_are_what_the_scan_computes():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from gna.models.adapters import attach_adapter
-    from gna.probes.scoring import EncodedProbe
+    from gna.probes.encoded import EncodedProbe
     from gna.scan import scan_heads
 
     cfg = LlamaConfig(hidden_size=576, intermediate_size=1536, num_hidden_layers=2, num_attention_heads=9,

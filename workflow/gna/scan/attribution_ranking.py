@@ -25,7 +25,8 @@ from torch import nn
 from .attribution import atp_scan
 from ..errors import ConfigError
 from ..models import adapter_for
-from ..probes.scoring import EncodedProbe, ProbeScore, iter_batches, score
+from ..probes.encoded import EncodedProbe
+from ..probes.scoring import ProbeScore, iter_batches, score
 from .exact import scan_heads
 from .guard_bounds import FAMILYWISE_ALPHA, draws_to_level, guard_plan, mcnemar_p, plan_line, upper_bound
 from .guard_result import GuardHead, ScanGuard

@@ -16,7 +16,8 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..interventions import ablate_heads, head_mask
-from ..probes.scoring import EncodedProbe, ProbeScore, fp32_logits, score
+from ..probes.encoded import EncodedProbe
+from ..probes.scoring import ProbeScore, fp32_logits, score
 from .ranking import logprob_resolution, rank_heads, select_mixers
 from .repeated_forwards import ResidualCache, repeated_forward_scores
 

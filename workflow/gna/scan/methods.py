@@ -9,7 +9,8 @@ import pandas as pd
 from torch import nn
 
 from ..errors import ConfigError
-from ..probes.scoring import EncodedProbe, ProbeScore
+from ..probes.encoded import EncodedProbe
+from ..probes.scoring import ProbeScore
 from .attribution_ranking import attribution_ranking
 from .exact import scan_heads
 from .guard_result import ScanGuard

@@ -11,7 +11,7 @@ from torch import nn
 from ..errors import HeadIndexError
 from ..models import adapter_for
 from ..models.description import Mixer
-from ..probes.scoring import EncodedProbe
+from ..probes.encoded import EncodedProbe
 
 # Log-prob drops closer than this are ties: the model's own rounding carried through its layers.
 # bf16 keeps 8 significant bits (2^-8 ~ 0.004 relative): micro-llama's bf16 scan moves heads' drops
