@@ -22,6 +22,9 @@ FP32_RESOLUTION = 1e-6
 
 COLUMNS = ["model", "layer", "head", "kind", "accuracy", "drop", "rank", "answer_logprob", "logprob_drop",
            "baseline_accuracy", "n_examples"]
+# Prompts an ablation turns from right to wrong and from wrong to right: the paired counts a noise
+# test of its drop reads (gna.questions.roles), kept beside the drop; empty where no exact ablation ran.
+CHANGED = ["right_to_wrong", "wrong_to_right"]
 
 
 def select_mixers(model: nn.Module, kinds=None, layers=None) -> list[Mixer]:
