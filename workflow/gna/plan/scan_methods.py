@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from . import estimate as E
+from .cpu_rates import CPU_EFFICIENCY, CPU_LIGHT_WORK_S
 from .estimate import Hardware
 from .job_estimates import head_scan
 from .jobs import Study
@@ -44,11 +45,13 @@ def cpu_gflops(hw: Hardware, dtype: str | None = "float32") -> float:
     return hw.cpu_gflops_bf16 if dtype == "bfloat16" else hw.cpu_gflops
 
 
-def cpu_hardware(hw: Hardware, dtype: str | None = "float32") -> Hardware:
+def cpu_hardware(hw: Hardware, dtype: str | None = "float32", kind: str | None = None) -> Hardware:
     """``hw`` with one CPU core's measured rate (:func:`cpu_gflops`) in place of the GPU's forward rate,
-    and a CPU job's start-up, task building and checkpoint read in place of a GPU cluster's."""
-    return replace(hw, fwd_tflops=cpu_gflops(hw, dtype) / 1e3, job_overhead_s=hw.cpu_job_overhead_s,
-                   task_setup_s=hw.cpu_task_setup_s, load_gbs=hw.cpu_load_gbs)
+    and a CPU job's start-up, task building and checkpoint read in place of a GPU cluster's. ``kind``:
+    the kind of work (gna.plan.cpu_rates), whose calibrated efficiency scales the rate."""
+    return replace(hw, fwd_tflops=cpu_gflops(hw, dtype) * CPU_EFFICIENCY.get(kind, 1.0) / 1e3,
+                   job_overhead_s=hw.cpu_job_overhead_s, task_setup_s=hw.cpu_task_setup_s, load_gbs=hw.cpu_load_gbs,
+                   light_work_s=CPU_LIGHT_WORK_S)
 
 
 def scan_method_lines(rows: list[dict], hw: Hardware | None = None, dtype: str | None = "float32") -> list[str]:
