@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
-from .cpu_rates import CALIBRATED_ON, CPU_EFFICIENCY, CPU_LIGHT_WORK_S, LABELS, calibration_note, kind_of
+from .cpu_rates import CALIBRATED_ON, CPU_EFFICIENCY, CPU_LIGHT_WORK_S, LABELS, kind_of
 from .estimate import Hardware
 from .jobs import Dag, Study, estimate_job, gpu_rules
 from .scan_methods import cpu_hardware
@@ -117,6 +117,3 @@ def comparison_lines(rows: list[dict], measured, source: str) -> list[str]:
         lines.append(f"| {c['label']} | {c['summed_h']:.2f} | {c['measured_h']:.2f} | {plan} | {ratio} | {c['rate']} |")
     return lines
 
-
-__all__ = ["EXPERIMENTS", "calibration_note", "compare", "comparison_lines", "experiment_of", "fit", "parts",
-           "read_measured"]
