@@ -1,11 +1,11 @@
-"""Print pip pins of pyproject.toml's lower bounds (transformers, lm-eval): the lowest supported
+"""Print pip pins of pyproject.toml's lower bounds (transformers, lm-eval, scipy): the lowest supported
 versions, which .ci/run installs into a second environment to run `pytest -m oldest`."""
 import re
 import sys
 import tomllib
 from pathlib import Path
 
-PINNED = ("transformers", "lm-eval")
+PINNED = ("transformers", "lm-eval", "scipy")
 
 deps = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["dependencies"]
 for name in PINNED:

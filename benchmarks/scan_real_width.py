@@ -30,7 +30,7 @@ import json, resource, sys, time
 import torch
 torch.set_num_threads(1)
 from transformers import LlamaConfig, LlamaForCausalLM
-from gna.probes.scoring import EncodedProbe
+from gna.probes.encoded import EncodedProbe
 from gna.scan import scan_heads
 args = json.loads(sys.argv[1])
 cfg = json.load(open(args["config"]))

@@ -97,6 +97,13 @@ def test_atp_exact_guard_and_atp_only(tiny_model, probe):
     assert len(ranking) == n and (ranking["rank"] == range(1, n + 1)).all()
     assert ranking.exact.sum() == 9 and ranking.exact.head(9).all()  # verified rows first
     assert ranking.accuracy.isna().sum() == n - 9
+    # the ablated heads keep the prompts their ablation turned wrong and right, as the exact scan counts them
+    counts = scan_heads(model, probe, batch_size=4, progress=False, discordant=True)
+    ablated = ranking[ranking.exact].merge(counts, on=["layer", "head", "kind"], suffixes=("", "_exact"))
+    for c in ("right_to_wrong", "wrong_to_right"):
+        assert ablated[c].astype(int).tolist() == ablated[f"{c}_exact"].tolist()
+        assert ranking[c].isna().sum() == n - 9
+    assert (ablated.right_to_wrong + ablated.wrong_to_right).astype(int).tolist() == ablated.discordant.tolist()
     assert guard.sampled == 5 and guard.unverified == n - 9 and 0 <= guard.sample_beats_kth <= 5
     again, _ = scan(model, probe, method="atp+exact", candidates=4, guard_sample=5, guard_k=2, batch_size=4,
                     progress=False)

@@ -63,14 +63,15 @@ def test_cpu_env_pins_a_torch_pyproject_accepts():
 
 def test_ci_tests_the_newest_and_the_lowest_supported_transformers_and_lm_eval():
     """No upper bound that excludes a new release; the lower bounds are what .ci/run installs for
-    `pytest -m oldest`, beside the newest releases for the whole suite."""
+    `pytest -m oldest`, beside the newest releases for the whole suite. scipy (the statistics) is
+    declared, not left to arrive through lm-eval's own dependencies, and pinned to its lowest too."""
     import subprocess
     import sys
 
     deps = requirements(pyproject()["dependencies"])
     pins = subprocess.run([sys.executable, str(ROOT / ".ci/lowest_pins.py")], capture_output=True, text=True,
                           check=True).stdout.split()
-    for name in ("transformers", "lm-eval"):
+    for name in ("transformers", "lm-eval", "scipy"):
         spec = deps[name].specifier
         assert [s.operator for s in spec] == [">="], (name, str(spec))
         assert f"{name}=={next(iter(spec)).version}" in pins

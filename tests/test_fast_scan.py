@@ -65,7 +65,7 @@ def _real_width_slice(shape: str, layers: int = 1):
 
 
 def _probe_like(n: int, tokens: int, vocab: int):
-    from gna.probes.scoring import EncodedProbe
+    from gna.probes.encoded import EncodedProbe
 
     g = torch.Generator().manual_seed(0)
     low = min(1000, vocab // 2)

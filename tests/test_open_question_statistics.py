@@ -145,6 +145,36 @@ def test_roles_only_for_heads_beyond_noise(micro):
     assert kept.beyond_noise.to_dict() == {(3, 3): True, (4, 2): True, (4, 3): False} and kept.discordant[(4, 3)] == 0
 
 
+def test_roles_read_the_scans_counts_and_ablate_again_only_without_them(micro, monkeypatch):
+    """The ranking's prompts turned wrong and right per head are the re-ablation's (every head: their
+    sum its discordant prompts, their difference its drop), so the noise test read from the ranking
+    gives the re-ablation's verdicts without a forward; a ranking without them still gets them by
+    ablating again."""
+    import gna.questions.roles as roles
+    from gna.patterns.ga_roles import classify_heads
+    from gna.questions.head_sets import ablate_sets
+    from gna.scan import scan
+
+    model, tok, examples, enc, base = micro
+    ranking, _ = scan(model, enc, method="exact", baseline=base, progress=False)
+    heads = [(int(r.layer), int(r.head), str(r.kind)) for r in ranking.itertuples()]
+    again = ablate_sets(model, enc, [[h] for h in heads], baseline=base)
+    assert (ranking.right_to_wrong + ranking.wrong_to_right).tolist() == again.discordant.tolist()
+    assert np.allclose((ranking.right_to_wrong - ranking.wrong_to_right) / len(enc),
+                       again.baseline_accuracy - again.accuracy, atol=1e-12)
+    assert ranking.wrong_to_right.sum() > 0   # both directions occur: a sum alone would not tell them apart
+
+    ga = classify_heads(model, tok, examples[:20], [G, A, (4, 3, "attention"), (2, 1, "attention")])
+    reablated = roles.roles_beyond_noise(model, enc, ga, n_heads=24, baseline=base)
+    older = roles.roles_beyond_noise(model, enc, ga, n_heads=24, baseline=base,
+                                     ranking=ranking.drop(columns=["right_to_wrong", "wrong_to_right"]))
+    monkeypatch.setattr(roles, "ablate_sets", lambda *a, **k: pytest.fail("ablated although the ranking has the counts"))
+    read = roles.roles_beyond_noise(model, enc, ga, n_heads=24, baseline=base, ranking=ranking)
+    pd.testing.assert_frame_equal(read, reablated)
+    pd.testing.assert_frame_equal(older, reablated)
+    assert read.role.tolist() == ["gather", "aggregate", "-", "-"]
+
+
 def test_readme_and_manual_quote_the_findings_rows():
     """The open questions' claims in the README and the manual are figures/findings.md's rows, verbatim."""
     from gna.report.quote import quoted, rows, table

@@ -125,6 +125,6 @@ EXPERIMENT_REGISTRY.declare(
     plan={"gradual_pruning": Estimator("gna.plan.job_estimates:evaluation",
                                        {"roles": ["mmlu", "knowledge"], "layers": "depth"}),
           "individual_pruning": Estimator("gna.plan.job_estimates:evaluation",
-                                          {"roles": ["mmlu", "knowledge"], "layers": "minimal"})},
+                                          {"roles": ["mmlu", "knowledge"], "layers": "minimal_minus_layer"})},
     findings=[Section(10, "gna.report.findings.pruning:gradual"), Section(11, "gna.report.findings.pruning:individual")],
 )

@@ -77,7 +77,7 @@ def head_scan(model: nn.Module, tokenizer, examples: list[dict], *, model_name: 
     n_classifiable = int(ranking["kind"].isin(classifiable).sum())
     top = top_k(ranking, min(classify_top, n_classifiable), kinds=classifiable)
     ga = classify_heads(model, tokenizer, examples[:classify_examples], top, threshold=threshold)
-    ga = roles_beyond_noise(model, encoded, ga, n_heads=len(ranking), baseline=checked.baseline,
+    ga = roles_beyond_noise(model, encoded, ga, n_heads=len(ranking), baseline=checked.baseline, ranking=ranking,
                             batch_size=batch_size, max_rows=max_rows)
     ranking = ranking.assign(**provenance())  # after the scan: which fused kernels it ran
     ga = ranking.merge(ga, on=["layer", "head", "kind"]).sort_values("rank")

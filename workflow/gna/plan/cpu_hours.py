@@ -1,10 +1,13 @@
 """A CPU study's cost in its plan: per model and rule, the jobs' CPU core-hours (the same FLOPs as the
-GPU estimate at one core's measured rate in the study's dtype, ``gna.plan.scan_methods.cpu_gflops``) beside what one GPU would
+GPU estimate at one core's rate in the study's dtype, ``gna.plan.scan_methods.cpu_gflops``, times the
+efficiency its kind of work reached in a measured run, ``gna.plan.cpu_rates``) beside what one GPU would
 take, and the wall time on a machine that runs one one-thread job per core."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
+from .cpu_rates import CPU_EFFICIENCY, CALIBRATED_ON, LABELS, MEASURED, calibration_note, kind_of
 from .estimate import Hardware
 from .jobs import Dag, Study, estimate_job, gpu_rules
 from .scan_methods import rate_name, cpu_gflops, cpu_hardware
@@ -24,20 +27,27 @@ def workstation_gpu(hw: Hardware) -> Hardware:
     return replace(hw, job_overhead_s=hw.cpu_job_overhead_s, task_setup_s=hw.cpu_task_setup_s)
 
 
-def cpu_hours(config: dict, jobs: Dag, hw: Hardware | None = None) -> list[dict]:
+def cpu_hours(config: dict, jobs: Dag, hw: Hardware | None = None, results: str | Path = "results") -> list[dict]:
     """Per (model, rule) of the model-running ``jobs`` (gna.plan.jobs.dag_jobs): their count, CPU
-    core-hours, the hours of one GPU in the same machine (:func:`workstation_gpu`)."""
+    core-hours at their kind of work's rate (``kind``; ``rate``: calibrated on what, or estimate), the
+    hours of one GPU in the same machine (:func:`workstation_gpu`). ``results``: the study's results
+    folder (what earlier jobs found, e.g. the minimal depth, sizes later ones)."""
     hw = hw or Hardware()
-    on_cpu, on_gpu = Study(config, cpu_hardware(hw, config.get("dtype"))), Study(config, workstation_gpu(hw))
+    on_cpu: dict[str | None, Study] = {}
+    on_gpu = Study(config, workstation_gpu(hw), results)
     model_rules = gpu_rules()
     by: dict[tuple[str, str], dict] = {}
     for rule, wc in jobs:
         if rule not in model_rules:
             continue
+        kind = kind_of(jobs.estimators.get(rule))
+        if kind not in on_cpu:
+            on_cpu[kind] = Study(config, cpu_hardware(hw, config.get("dtype"), kind), results)
         key = (wc.get("model") or wc.get("teacher") or "(all)", rule)
-        row = by.setdefault(key, {"model": key[0], "rule": rule, "jobs": 0, "cpu_h": 0.0, "gpu_h": 0.0})
+        row = by.setdefault(key, {"model": key[0], "rule": rule, "jobs": 0, "cpu_h": 0.0, "gpu_h": 0.0,
+                                  "kind": kind, "rate": calibration_note(kind)})
         row["jobs"] += 1
-        row["cpu_h"] += estimate_job(on_cpu, rule, wc, True, jobs.estimators).hours
+        row["cpu_h"] += estimate_job(on_cpu[kind], rule, wc, True, jobs.estimators).hours
         row["gpu_h"] += estimate_job(on_gpu, rule, wc, True, jobs.estimators).hours
     return sorted(by.values(), key=lambda r: (r["model"], -r["cpu_h"]))
 
@@ -49,20 +59,26 @@ def cpu_hour_lines(rows: list[dict], hw: Hardware | None = None, cores: int = 2,
     hw = hw or Hardware()
     total = sum(r["cpu_h"] for r in rows)
     gpu = sum(r["gpu_h"] for r in rows)
+    calibrated = "; ".join(f"{kind} x{CPU_EFFICIENCY[kind]:g} ({', '.join(LABELS[e] for e in exps)})"
+                           for kind, exps in CALIBRATED_ON.items() if kind in CPU_EFFICIENCY)
     lines = ["", "## On a CPU: core-hours per model and experiment", "",
-             f"Every job that runs a model, at {cpu_gflops(hw, dtype):g} GFLOP/s per core (the exact scan's "
-             f"measured {rate_name(dtype)}; evaluations at the same rate), one thread per job, plus "
-             f"start-up and loading. **{total:,.1f} CPU core-hours** in all: about **{total / cores:,.1f} h** of "
+             f"Every job that runs a model, its FLOPs at {cpu_gflops(hw, dtype):g} GFLOP/s per core (the exact "
+             f"scan's measured {rate_name(dtype)}) times its kind of work's efficiency where a measured run "
+             f"calibrates it (column *CPU rate*: the experiments it is fitted on, {MEASURED}: {calibrated}; "
+             f"*estimate*: the base rate, checked against no run), one thread per job, plus "
+             f"start-up and loading. Jobs on the minimal model (Fig. 3, Table 1) at its depth once "
+             f"results/pruning/<model>.minimal.json holds it, before that at all layers but one (an upper bound). **{total:,.1f} CPU core-hours** in all: about **{total / cores:,.1f} h** of "
              f"wall time on {cores} cores running {cores} jobs at once (Snakemake `--cores {cores}`); one GPU "
              f"in the same machine would take **{gpu:,.2f} h**, one job at a time (the GPU rows' rates, with the "
              f"CPU job's start-up and task building, {hw.cpu_job_overhead_s:g} s and {hw.cpu_task_setup_s:g} s: "
              f"the inputs are local files; on a cluster the GPU rows above add "
              f"{hw.job_overhead_s:g} s a job and {hw.task_setup_s:g} s a task).", "",
-             "| model | rule | jobs | CPU core-h | one GPU h |", "|---|---|---|---|---|"]
+             "| model | rule | jobs | CPU core-h | one GPU h | CPU rate |", "|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['rule']} | {r['jobs']} | {r['cpu_h']:,.2f} | {r['gpu_h']:,.3f} |")
+        lines.append(f"| {r['model']} | {r['rule']} | {r['jobs']} | {r['cpu_h']:,.2f} | {r['gpu_h']:,.3f} | "
+                     f"{r['rate']} |")
     for model in dict.fromkeys(r["model"] for r in rows):
         mine = [r for r in rows if r["model"] == model]
         lines.append(f"| **{model}** | | {sum(r['jobs'] for r in mine)} | **{sum(r['cpu_h'] for r in mine):,.2f}** | "
-                     f"**{sum(r['gpu_h'] for r in mine):,.3f}** |")
+                     f"**{sum(r['gpu_h'] for r in mine):,.3f}** | |")
     return lines

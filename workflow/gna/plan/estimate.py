@@ -70,6 +70,8 @@ class Hardware:
     (8 rows x 120 tokens: SmolLM2-135M 1.9x, Qwen2.5-Coder-1.5B 2.15x; 91 MMLU letter questions on
     Qwen cut to 6 layers 2.36x; the packed exact scan of SmolLM2's last 4 layers on 3 prompts 1.49x,
     ``benchmarks/packed_rows.py``)."""
+    light_work_s: float = 180.0
+    """A job that loads models and reads a few prompts (heatmaps, patterns): its work besides the load."""
     cpu_job_overhead_s: float = 10.0
     """A CPU job's start-up, in place of ``job_overhead_s`` (no CUDA context, no shared filesystem):
     Snakemake's script wrapper and the imports of torch, transformers and lm-eval (4.3 s measured)."""

@@ -19,12 +19,25 @@ def _eval_job(s, info, tasks, layers=None, repeats=1, extra_models=()) -> Estima
                     hours=(secs + E.load_seconds(s.hw, info, *extra_models)) / 3600)
 
 
+def _minimal(s, info) -> int:
+    """The minimal model's depth where the study has found it, else the deepest it can be."""
+    return s.minimal_depth(info.name) or info.n_layers - 1
+
+
 def evaluation(s, wc: dict, roles, layers=None, repeats: int = 1) -> Estimate:
     """The model's lm-eval tasks of ``roles`` (or, a mapping, of ``roles[wildcards experiment]``):
-    ``layers`` None (all), "depth" (the job's), "minimal" (the minimal model: at most all but one)."""
+    ``layers`` None (all), "depth" (the job's), "minimal" (the minimal model: its depth where the study
+    has found it, else all layers but one), "minimal_minus_layer" (the minimal model without the job's
+    layer: a layer past the minimal depth is a job that only starts and says so)."""
     info = s.info(wc["model"])
     tasks = s.tasks(*(roles[wc["experiment"]] if isinstance(roles, dict) else roles))
-    depth = {None: None, "depth": int(wc.get("depth", 0)), "minimal": info.n_layers - 1}[layers]
+    if layers == "minimal_minus_layer":
+        found = s.minimal_depth(info.name)
+        if found is not None and int(wc["layer"]) >= found:  # gna's individual_pruning: n/a, no model loaded
+            return Estimate(gpu_gb=0.0, host_gb=E.host_gb(s.hw), hours=s.hw.job_overhead_s / 3600)
+        depth = (found or info.n_layers) - 1
+    else:
+        depth = {None: None, "depth": int(wc.get("depth", 0)), "minimal": _minimal(s, info)}[layers]
     return _eval_job(s, info, tasks, layers=depth, repeats=repeats)
 
 
@@ -35,7 +48,7 @@ def critical_heads(s, wc: dict, roles) -> Estimate:
     for (layer, kind, h) in info.heads_by_layer:
         if kind == "attention" or layer not in per_layer:
             per_layer[layer] = h
-    return _eval_job(s, info, s.tasks(*roles), layers=info.n_layers - 1, repeats=2 * max(per_layer.values()))
+    return _eval_job(s, info, s.tasks(*roles), layers=_minimal(s, info), repeats=2 * max(per_layer.values()))
 
 
 def head_scan(s, wc: dict) -> Estimate:
@@ -134,7 +147,7 @@ def mixing_patterns(s, wc: dict) -> Estimate:
     """One model, a few prompts' mixing matrices."""
     info = s.info(wc["model"])
     return Estimate(gpu_gb=(info.weight_bytes + 4 * GB) / GB, host_gb=E.host_gb(s.hw, info),
-                    hours=E.load_seconds(s.hw, info) / 3600 + 0.05)
+                    hours=(E.load_seconds(s.hw, info) + s.hw.light_work_s) / 3600)
 
 
 def models_loaded(s, wc: dict, exp: dict) -> Estimate:
@@ -143,4 +156,4 @@ def models_loaded(s, wc: dict, exp: dict) -> Estimate:
     big = max(infos, key=lambda i: i.params) if infos else None
     return Estimate(gpu_gb=(big.weight_bytes + 4 * GB) / GB if big else 1.0,
                     host_gb=E.host_gb(s.hw, big) if big else 4.0,
-                    hours=sum(E.load_seconds(s.hw, i) for i in infos) / 3600 + 0.05)
+                    hours=(sum(E.load_seconds(s.hw, i) for i in infos) + s.hw.light_work_s) / 3600)

@@ -111,10 +111,11 @@ def _model_cfg(config: dict, name: str) -> dict:
 
 class Study:
     """The study's config, validated (the schema's defaults filled in: gna.config.schema.with_defaults),
-    and the hardware it is planned for."""
+    and the hardware it is planned for. ``results``: the study's results folder, where what earlier jobs
+    found sizes later ones (the minimal depth, :meth:`minimal_depth`)."""
 
-    def __init__(self, config: dict, hw: Hardware):
-        self.config, self.hw = config, hw
+    def __init__(self, config: dict, hw: Hardware, results: str | Path = "results"):
+        self.config, self.hw, self.results = config, hw, Path(results)
         self._info: dict = {}
         self.exps = config["experiments"]
         self.eval = {**config["eval"]}
@@ -129,6 +130,13 @@ class Study:
             self._info[name] = E.model_info(name, _model_cfg(self.config, name), m.get("family"),
                                             self.config["dtype"])
         return self._info[name]
+
+    def minimal_depth(self, name: str) -> int | None:
+        """The minimal model's depth of ``name`` where rule minimal_model has written it (Figs. 2-3),
+        else None: before gradual pruning has run, the jobs on the minimal model are sized at the
+        deepest it can be (all layers but one), an upper bound."""
+        path = self.results / "pruning" / f"{name}.minimal.json"
+        return int(json.loads(path.read_text())["minimal_depth"]) if path.is_file() else None
 
     def tasks(self, *roles) -> list[str]:
         out = []

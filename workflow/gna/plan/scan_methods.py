@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from . import estimate as E
+from .cpu_rates import CPU_EFFICIENCY, CPU_LIGHT_WORK_S
 from .estimate import Hardware
 from .job_estimates import head_scan
 from .jobs import Study
@@ -17,10 +18,11 @@ def scan_methods(config: dict, hw: Hardware | None = None, models=None) -> list[
     """Per scanned model, the ``head_scan`` job under each of :data:`SCAN_METHODS` with the config's
     other scan settings: heads, the scan's seconds, the job's (start-up and the weights' load added),
     their ratios exact / atp+exact and each method's peak GPU GB; and each method's job on one CPU core
-    (``<method>_cpu_h``): the same FLOPs at ``Hardware.cpu_gflops``. The one source of every ratio the
-    preset, the manual and the plan quote."""
+    (``<method>_cpu_h``): the same FLOPs at ``Hardware.cpu_gflops`` (the dtype's) times the head
+    ablations' calibrated efficiency (gna.plan.cpu_rates). The one source of every ratio the preset, the
+    manual and the plan quote."""
     hw = hw or Hardware()
-    cpu = cpu_hardware(hw, config.get("dtype"))
+    cpu = cpu_hardware(hw, config.get("dtype"), "head ablations")
     out = []
     for name in (models or config["scan"]["models"]):
         info = Study(config, hw).info(name)
@@ -44,11 +46,13 @@ def cpu_gflops(hw: Hardware, dtype: str | None = "float32") -> float:
     return hw.cpu_gflops_bf16 if dtype == "bfloat16" else hw.cpu_gflops
 
 
-def cpu_hardware(hw: Hardware, dtype: str | None = "float32") -> Hardware:
+def cpu_hardware(hw: Hardware, dtype: str | None = "float32", kind: str | None = None) -> Hardware:
     """``hw`` with one CPU core's measured rate (:func:`cpu_gflops`) in place of the GPU's forward rate,
-    and a CPU job's start-up, task building and checkpoint read in place of a GPU cluster's."""
-    return replace(hw, fwd_tflops=cpu_gflops(hw, dtype) / 1e3, job_overhead_s=hw.cpu_job_overhead_s,
-                   task_setup_s=hw.cpu_task_setup_s, load_gbs=hw.cpu_load_gbs)
+    and a CPU job's start-up, task building and checkpoint read in place of a GPU cluster's. ``kind``:
+    the kind of work (gna.plan.cpu_rates), whose calibrated efficiency scales the rate."""
+    return replace(hw, fwd_tflops=cpu_gflops(hw, dtype) * CPU_EFFICIENCY.get(kind, 1.0) / 1e3,
+                   job_overhead_s=hw.cpu_job_overhead_s, task_setup_s=hw.cpu_task_setup_s, load_gbs=hw.cpu_load_gbs,
+                   light_work_s=CPU_LIGHT_WORK_S)
 
 
 def scan_method_lines(rows: list[dict], hw: Hardware | None = None, dtype: str | None = "float32") -> list[str]:
@@ -65,7 +69,8 @@ def scan_method_lines(rows: list[dict], hw: Hardware | None = None, dtype: str |
     hw = hw or Hardware()
     lines += ["", "## Head scan on a CPU", "",
               f"The same jobs on one CPU core: the same FLOPs at the exact scan's measured {rate_name(dtype)}, "
-              f"{cpu_gflops(hw, dtype):g} GFLOP/s per core (benchmarks/scan_cpu_real.py; measured "
+              f"{cpu_gflops(hw, dtype):g} GFLOP/s per core, times {CPU_EFFICIENCY['head ablations']:g}, what the "
+              f"real study's scans reached (gna.plan.cpu_rates; the rate: benchmarks/scan_cpu_real.py; measured "
               f"on a transformer: SSM rows keep the GPU's family factors and are not measured). With t threads a "
               f"job takes up to t times less wall time. docs/performance.md has the measurement.", "",
               "| model | heads | exact CPU h | atp+exact CPU h | exact GPU h | atp+exact GPU h |",

@@ -9,7 +9,8 @@ from importlib import import_module
 _FROM = {
     "kv": ("SWEEP_N", "english_words", "generate_kv_probe", "lm_eval_task_config", "read_jsonl", "sweep",
            "sweep_seed", "write_jsonl"),
-    "scoring": ("EncodedProbe", "ProbeBatch", "ProbeScore", "batch_choice_logprobs", "encode",
+    "encoded": ("EncodedProbe",),
+    "scoring": ("ProbeBatch", "ProbeScore", "batch_choice_logprobs", "encode",
                 "examples_per_batch", "iter_batches", "score"),
 }
 _MODULE_OF = {name: module for module, names in _FROM.items() for name in names}

@@ -22,14 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 import torch
 
 from ..errors import ProbeError
-
-if TYPE_CHECKING:
-    from .scoring import EncodedProbe
+from .encoded import EncodedProbe
 
 
 @dataclass

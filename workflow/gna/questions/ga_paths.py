@@ -13,7 +13,8 @@ import pandas as pd
 from torch import nn
 
 from ..errors import InterventionError
-from ..probes.scoring import EncodedProbe, score
+from ..probes.encoded import EncodedProbe
+from ..probes.scoring import score
 from .head_sets import ablate_sets
 from .names import SPECS
 from .null import bootstrap_means, interval

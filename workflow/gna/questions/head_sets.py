@@ -17,7 +17,8 @@ from ..errors import HeadIndexError
 from ..interventions import head_mask
 from ..models import adapter_for
 from ..scan.repeated_forwards import margins, repeated_forward_scores  # noqa: F401  margins: this module's API too
-from ..probes.scoring import EncodedProbe, ProbeScore, score
+from ..probes.encoded import EncodedProbe
+from ..probes.scoring import ProbeScore, score
 from .names import Head, set_name  # noqa: F401  (set_name: the tables' names, imported from here too)
 
 

@@ -19,7 +19,8 @@ import pandas as pd
 from torch import nn
 
 from ..errors import ConfigError
-from ..probes.scoring import EncodedProbe, ProbeScore, score
+from ..probes.encoded import EncodedProbe
+from ..probes.scoring import ProbeScore, score
 from ..scan import top_k
 from .head_sets import ablate_sets, set_name
 from .null import LEVEL, beyond_noise, bootstrap_means, interval, pair_reading, pair_test

@@ -37,7 +37,8 @@ from torch import nn
 from ..errors import HeadIndexError, InterventionError
 from ..interventions import ablate_heads, capture_layer_inputs
 from ..models import adapter_for
-from ..probes.scoring import EncodedProbe, ProbeScore, score
+from ..probes.encoded import EncodedProbe
+from ..probes.scoring import ProbeScore, score
 from .head_sets import recorder, repeated_forward_scores, set_name
 
 

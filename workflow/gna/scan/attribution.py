@@ -33,8 +33,9 @@ from ..errors import InterventionError
 from ..interventions.hooks import check_hookable, rewrite_heads
 from ..models import adapter_for
 from ..models.description import Mixer
-from ..probes.scoring import (EncodedProbe, ProbeBatch, ScoredHead, accepts_logits_to_keep, batch_choice_logprobs,
-                             fp32_logits, gathered_choice_logprobs, iter_batches, scored_logits)
+from ..probes.encoded import EncodedProbe
+from ..probes.scoring import (ProbeBatch, ScoredHead, accepts_logits_to_keep, batch_choice_logprobs, fp32_logits,
+                              gathered_choice_logprobs, iter_batches, scored_logits)
 
 SCORES = ("margin", "logprob")
 ATP_COLUMNS = ["layer", "head", "kind", "atp_drop", "atp_magnitude"]

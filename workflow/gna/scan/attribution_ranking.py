@@ -25,11 +25,12 @@ from torch import nn
 from .attribution import atp_scan
 from ..errors import ConfigError
 from ..models import adapter_for
-from ..probes.scoring import EncodedProbe, ProbeScore, iter_batches, score
+from ..probes.encoded import EncodedProbe
+from ..probes.scoring import ProbeScore, iter_batches, score
 from .exact import scan_heads
 from .guard_bounds import FAMILYWISE_ALPHA, draws_to_level, guard_plan, mcnemar_p, plan_line, upper_bound
 from .guard_result import GuardHead, ScanGuard
-from .ranking import COLUMNS, logprob_resolution, select_mixers, tie_keys
+from .ranking import CHANGED, COLUMNS, logprob_resolution, select_mixers, tie_keys
 from .repeated_forwards import ResidualCache
 
 log = logging.getLogger(__name__)
@@ -64,8 +65,10 @@ def _atp_only_rows(est: pd.DataFrame, base_acc: float, encoded: EncodedProbe, mo
     df["model"], df["baseline_accuracy"], df["n_examples"], df["exact"] = model_name, base_acc, len(encoded), False
     for c in ("accuracy", "drop", "answer_logprob", "logprob_drop"):
         df[c] = float("nan")
+    for c in CHANGED:
+        df[c] = pd.array([pd.NA] * len(df), dtype="Int64")
     df["rank"] = range(start_rank, start_rank + len(df))
-    return df[COLUMNS + EXTRA]
+    return df[COLUMNS + CHANGED + EXTRA]
 
 
 def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, candidates: int = 16,
@@ -76,7 +79,7 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
                         ig_steps: int = 0, say: Callable[[str], None] | None = None) -> tuple[pd.DataFrame, ScanGuard]:
     """``(ranking, guard)`` for ``method`` ``atp`` or ``atp+exact`` (see the module docstring).
 
-    ``ranking``: the exact scan's ``COLUMNS`` plus ``EXTRA``. ``guard``: a
+    ``ranking``: the exact scan's ``COLUMNS`` and ``CHANGED`` (empty for heads not ablated) plus ``EXTRA``. ``guard``: a
     :class:`gna.scan.guard_result.ScanGuard`: the method, the candidates, the sample, the sampled
     heads that beat the ``guard_k``-th candidate and the bound on the unverified heads that do.
 
@@ -186,6 +189,7 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
         kth_candidate_p=bar_p, stopped=stopped, heads_max=plan["heads_max"], forwards_max=plan["forwards_max"],
         clean_forwards=residuals.forwards)
     tail = _atp_only_rows(unverified, float(exact.baseline_accuracy.iloc[0]), encoded, model_name, len(exact) + 1)
-    ranking = pd.concat([exact[COLUMNS + EXTRA], tail], ignore_index=True)
+    exact = exact.astype({c: "Int64" for c in CHANGED})
+    ranking = pd.concat([exact[COLUMNS + CHANGED + EXTRA], tail], ignore_index=True)
     return ranking, guard
 

@@ -16,8 +16,9 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..interventions import ablate_heads, head_mask
-from ..probes.scoring import EncodedProbe, ProbeScore, fp32_logits, score
-from .ranking import logprob_resolution, rank_heads, select_mixers
+from ..probes.encoded import EncodedProbe
+from ..probes.scoring import ProbeScore, fp32_logits, score
+from .ranking import CHANGED, logprob_resolution, rank_heads, select_mixers
 from .repeated_forwards import ResidualCache, repeated_forward_scores
 
 
@@ -32,7 +33,8 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
     ``heads``: only these ``(layer, head, kind)`` (``atp+exact``'s candidates); default all.
     ``baseline``: the unmodified model's score on ``encoded`` where the caller has it (the probe check).
     ``discordant``: add a column of that name, the prompts whose correctness the ablation changes
-    (either way): with the drop, a paired (McNemar) test of the drop on these prompts.
+    (either way), and ``CHANGED``, those it turns wrong and those it turns right: a paired (McNemar)
+    test of the drop on these prompts, without ablating the head again.
     ``residuals``: the clean forwards of an earlier scan of ``encoded`` at this ``batch_size``, reused
     (:class:`gna.scan.repeated_forwards.ResidualCache`).
     Returns the ranked tidy table (see ``COLUMNS``).
@@ -61,8 +63,14 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
                  answer_logprob=totals[n, 1].item() / len(encoded)) for n, (_, m, h) in enumerate(items)]
     ranked = rank_heads(rows, baseline.logprobs, encoded, model_name, logprob_resolution(model))
     if discordant:
-        changed = {(m.layer, m.kind, h): int(totals[n, 3].item()) for n, (_, m, h) in enumerate(items)}
-        ranked["discordant"] = [changed[(r.layer, r.kind, r.head)] for r in ranked.itertuples()]
+        # right->wrong minus wrong->right is the drop in correct prompts, their sum the discordant ones
+        base_right = int(baseline.logprobs.argmax(-1).eq(encoded.answers).sum())
+        changed = {(m.layer, m.kind, h): (int(totals[n, 3].item()), base_right - int(totals[n, 0].item()))
+                   for n, (_, m, h) in enumerate(items)}
+        both = [changed[(r.layer, r.kind, r.head)] for r in ranked.itertuples()]
+        ranked["discordant"] = [d for d, _ in both]
+        ranked[CHANGED[0]] = [(d + lost) // 2 for d, lost in both]
+        ranked[CHANGED[1]] = [(d - lost) // 2 for d, lost in both]
     return ranked
 
 

@@ -11,7 +11,7 @@ from torch import nn
 from ..errors import HeadIndexError
 from ..models import adapter_for
 from ..models.description import Mixer
-from ..probes.scoring import EncodedProbe
+from ..probes.encoded import EncodedProbe
 
 # Log-prob drops closer than this are ties: the model's own rounding carried through its layers.
 # bf16 keeps 8 significant bits (2^-8 ~ 0.004 relative): micro-llama's bf16 scan moves heads' drops
@@ -22,6 +22,9 @@ FP32_RESOLUTION = 1e-6
 
 COLUMNS = ["model", "layer", "head", "kind", "accuracy", "drop", "rank", "answer_logprob", "logprob_drop",
            "baseline_accuracy", "n_examples"]
+# Prompts an ablation turns from right to wrong and from wrong to right: the paired counts a noise
+# test of its drop reads (gna.questions.roles), kept beside the drop; empty where no exact ablation ran.
+CHANGED = ["right_to_wrong", "wrong_to_right"]
 
 
 def select_mixers(model: nn.Module, kinds=None, layers=None) -> list[Mixer]:

@@ -14,8 +14,9 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..interventions import capture_layer_inputs, start_at_layer
-from ..probes.scoring import (EncodedProbe, ProbeScore, accepts_logits_to_keep, copies_choice_logprobs, fp32_logits,
-                              iter_batches, score)
+from ..probes.encoded import EncodedProbe
+from ..probes.scoring import (ProbeScore, accepts_logits_to_keep, copies_choice_logprobs, fp32_logits, iter_batches,
+                              score)
 
 
 def margins(lp: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
