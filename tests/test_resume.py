@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from gna.probes.kv import generate_kv_probe, write_jsonl
+from gna.resume.store import Section
+
+PUT = Section.put  # the real one, under every stand-in below
 
 KEYS = [f"k{i}" for i in range(20)]
 
@@ -105,11 +108,130 @@ def check_resumes(setup, what: str, tmp_path: Path, stop: int):
     return out
 
 
+@pytest.mark.slow
 def test_a_killed_head_scan_resumes_to_the_same_bytes(setup, tmp_path):
     check_resumes(setup, "scan", tmp_path, stop=5)
 
 
+@pytest.mark.slow
 def test_a_killed_evaluation_resumes_to_the_same_bytes(setup, tmp_path):
     out = check_resumes(setup, "eval", tmp_path, stop=4)
     rows = out.read_text() if out.exists() else (tmp_path / "whole" / "eval.csv").read_text()
     assert "kv_gen" in rows and "perplexity" in rows  # generations and log-likelihoods both kept
+
+
+# -- the same in one process: a stop raised after N units (fast) ----------------------------------
+
+class Stop(Exception):
+    pass
+
+
+def stopping_after(monkeypatch, n: int | None):
+    """Section.put stores its unit, then raises :class:`Stop` once ``n`` units were stored; returns
+    the list of keys stored."""
+    put, stored = PUT, []
+
+    def counting(self, key, value):
+        put(self, key, value)
+        stored.append(key)
+        if n is not None and len(stored) >= n:
+            raise Stop
+
+    monkeypatch.setattr(Section, "put", counting)
+    return stored
+
+
+def test_a_stopped_scan_resumes_in_process_and_runs_only_what_was_left(tiny_model, word_tokenizer, tmp_path,
+                                                                          monkeypatch):
+    from gna.probes.scoring import encode
+    from gna.resume.store import resuming
+    from gna.scan import scan
+
+    model, _ = tiny_model("llama")
+    encoded = encode(generate_kv_probe(n_pairs=4, n_examples=10, seed=2, fmt="compact", key_pool=KEYS),
+                     word_tokenizer)
+    whole = scan(model, encoded, batch_size=3, max_rows=8, progress=False)[0].to_csv()
+    state = tmp_path / ".partial" / "ranking.csv"
+    stored = stopping_after(monkeypatch, 3)
+    with pytest.raises(Stop), resuming(state, "job-1"):
+        scan(model, encoded, batch_size=3, max_rows=8, progress=False)
+    assert (state / "state.sqlite").is_file()
+    stored = stopping_after(monkeypatch, None)
+    with resuming(state, "job-1"):
+        resumed = scan(model, encoded, batch_size=3, max_rows=8, progress=False)[0].to_csv()
+    assert resumed == whole
+    total = len(stored) + 3
+    assert total > 3 and not state.exists() and not state.parent.exists()  # removed on success
+
+    stopping_after(monkeypatch, 3)
+    with pytest.raises(Stop), resuming(state, "job-1"):
+        scan(model, encoded, batch_size=3, max_rows=8, progress=False)
+    stored = stopping_after(monkeypatch, None)
+    with resuming(state, "job-2"):  # another key: nothing of job-1 is read
+        scan(model, encoded, batch_size=3, max_rows=8, progress=False)
+    assert len(stored) == total
+
+
+def test_a_stopped_evaluation_resumes_in_process(tiny_model, word_tokenizer, tmp_path, monkeypatch):
+    from gna.evaluation.lm_eval_bridge import TaskSuite, evaluate, tidy
+    from gna.probes.kv import lm_eval_task_config
+    from gna.resume.store import resuming
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    probe = write_jsonl(generate_kv_probe(n_pairs=4, n_examples=10, seed=2, fmt="compact", key_pool=KEYS),
+                        tmp_path / "probe.jsonl")
+    cfg = lm_eval_task_config(probe, "kv_mc")
+    cfg["dataset_kwargs"]["cache_dir"] = str(tmp_path / "datasets")
+    suite = TaskSuite(extra={"kv_mc": cfg})
+    model, _ = tiny_model("llama")
+
+    def run(key=None):
+        if key is None:
+            return tidy(evaluate(model, word_tokenizer, ["kv_mc"], suite, batch_size=3, max_length=256)).to_csv()
+        with resuming(tmp_path / ".partial" / "scores.csv", key):
+            return tidy(evaluate(model, word_tokenizer, ["kv_mc"], suite, batch_size=3, max_length=256)).to_csv()
+
+    whole = run()
+    stopping_after(monkeypatch, 2)
+    with pytest.raises(Stop):
+        run("job-1")
+    stored = stopping_after(monkeypatch, None)
+    assert run("job-1") == whole
+    assert len(stored) == 2  # 10 contexts in units of 3: 4 units, 2 of them kept from the stopped run
+    assert not (tmp_path / ".partial").exists()
+
+
+def test_partial_state_is_keyed_private_to_its_job_and_survives_a_torn_file(tmp_path):
+    from gna.resume.keys import job_key, partial_dir
+    from gna.resume.store import PartialState, resuming, section
+
+    assert partial_dir(["results/scan/llama/ranking.csv", "x"]) == Path("results/scan/llama/.partial/ranking.csv")
+    assert partial_dir([]) is None
+    (tmp_path / "in.txt").write_text("a")
+    key = job_key("r", [str(tmp_path / "in.txt")], {"batch_size": 3}, {}, ["out.csv"])
+    assert key == job_key("r", [str(tmp_path / "in.txt")], {"batch_size": 3}, {}, ["out.csv"])
+    assert key != job_key("r", [str(tmp_path / "in.txt")], {"batch_size": 4}, {}, ["out.csv"])
+    (tmp_path / "in.txt").write_text("b")
+    assert key != job_key("r", [str(tmp_path / "in.txt")], {"batch_size": 3}, {}, ["out.csv"])
+
+    d = tmp_path / ".partial" / "out.csv"
+    with resuming(d, lambda: pytest.fail("no loop asked: no key computed")):
+        pass
+    assert not d.exists()
+    with pytest.raises(RuntimeError), resuming(d, "k"):
+        first, again = section("scan", 1), section("scan", 1)
+        assert first.name != again.name  # the n-th call of a job is its own section
+        first.put("u", [1.5, True])
+        raise RuntimeError
+    assert oct(d.stat().st_mode & 0o777) == oct(0o777 & ~_umask())
+    assert PartialState(d, "k").section("scan", 1).get("u") == [1.5, True]
+    (d / "state.sqlite").write_bytes(b"torn" * 64)
+    assert PartialState(d, "k").resumed == 0  # unreadable: started afresh, never trusted
+    PartialState(d, "k").section("scan", 1).put("u", 1)
+    assert PartialState(d, "other").resumed == 0 and (d / "key").read_text() == "other"
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
