@@ -172,7 +172,11 @@ def test_a_stopped_scan_resumes_in_process_and_runs_only_what_was_left(tiny_mode
     assert len(stored) == total
 
 
-def test_a_stopped_evaluation_resumes_in_process(tiny_model, word_tokenizer, tmp_path, monkeypatch):
+@pytest.mark.parametrize("family,shared_prefix", [("llama", False), ("llama", True), ("mamba2", False)])
+def test_a_stopped_evaluation_resumes_in_process(tiny_model, word_tokenizer, tmp_path, monkeypatch, family,
+                                                 shared_prefix):
+    """... to the bits of an evaluation outside any job (lm-eval's batches, unchanged), for attention
+    and SSM models alike."""
     from gna.evaluation.lm_eval_bridge import TaskSuite, evaluate, tidy
     from gna.probes.kv import lm_eval_task_config
     from gna.resume.store import resuming
@@ -183,13 +187,18 @@ def test_a_stopped_evaluation_resumes_in_process(tiny_model, word_tokenizer, tmp
     cfg = lm_eval_task_config(probe, "kv_mc")
     cfg["dataset_kwargs"]["cache_dir"] = str(tmp_path / "datasets")
     suite = TaskSuite(extra={"kv_mc": cfg})
-    model, _ = tiny_model("llama")
+    ll = {k: v for k, v in cfg.items() if k != "doc_to_choice"}
+    ll.update(task="kv_ll", output_type="loglikelihood", doc_to_target="{{choices[answer]}}",
+              metric_list=[{"metric": "perplexity", "aggregation": "perplexity", "higher_is_better": False}])
+    suite = TaskSuite(extra={"kv_mc": cfg, "kv_ll": ll})
+    model, _ = tiny_model(family)
 
     def run(key=None):
         if key is None:
-            return tidy(evaluate(model, word_tokenizer, ["kv_mc"], suite, batch_size=3, max_length=256)).to_csv()
+            return tidy(evaluate(model, word_tokenizer, ["kv_mc", "kv_ll"], suite, batch_size=3, max_length=256,
+                                 shared_prefix=shared_prefix)).to_csv()
         with resuming(tmp_path / ".partial" / "scores.csv", key):
-            return tidy(evaluate(model, word_tokenizer, ["kv_mc"], suite, batch_size=3, max_length=256)).to_csv()
+            return run()
 
     whole = run()
     stopping_after(monkeypatch, 2)
@@ -198,6 +207,7 @@ def test_a_stopped_evaluation_resumes_in_process(tiny_model, word_tokenizer, tmp
     stored = stopping_after(monkeypatch, None)
     assert run("job-1") == whole
     assert len(stored) == 2  # 10 contexts in units of 3: 4 units, 2 of them kept from the stopped run
+    assert "perplexity" in whole
     assert not (tmp_path / ".partial").exists()
 
 

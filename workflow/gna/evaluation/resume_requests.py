@@ -7,25 +7,29 @@ an uninterrupted run, and its log-probability can differ in the last bits. Its a
 keyed by the request's text alone, not by the model or the intervention that produced them.
 
 Here :func:`keeping_finished` cuts the requests into units fixed by the requests alone (a run
-stopped or not cuts them the same way), runs each unit through the model's own
-``_loglikelihood_tokens`` or ``generate_until`` as one call, and keeps the unit's answers (exact
-floats, pickled) in the running job's partial state (:mod:`gna.resume.store`), under a digest of
-the unit's tokens in a section of the evaluation's own settings. A unit is ``batch_size`` distinct
-contexts (multiple-choice requests sharing a context stay together, as lm-eval's one-token lookup
-and :mod:`.shared_prefix` batch them) or ``batch_size`` generations of one ``gen_kwargs``. Rolling
-log-likelihoods reach the model through ``_loglikelihood_tokens`` and are kept there; sampled
-generations (``do_sample``) are never kept.
+stopped or not cuts them the same way): lm-eval's own batches (``HFLM``'s order, longest first, and
+its grouping of one-token continuations of a context; with :mod:`.shared_prefix`, ``batch_size``
+whole contexts), each run through the parent's ``_loglikelihood_tokens`` or ``generate_until`` as
+one call, which batches it as it would have in one call for all: the same answers as without
+units, to the bit. A unit's answers (exact floats, pickled) are kept in the running job's partial
+state (:mod:`gna.resume.store`) under a digest of its texts and tokens, in a section of the
+evaluation's own settings. Rolling log-likelihoods reach the model through
+``_loglikelihood_tokens`` and are kept there; sampled generations (``do_sample``) are never kept.
 """
 from __future__ import annotations
 
 import functools
-import json
 
 from ..resume.store import fingerprint
+from .shared_prefix import shareable
 
 
 def _rows(lm) -> int:
     return int(lm.batch_size) if str(lm.batch_size).isdigit() else 8
+
+
+def _chunked(items: list, n: int) -> list[list]:
+    return [items[s:s + n] for s in range(0, len(items), n)]
 
 
 @functools.cache
@@ -52,40 +56,54 @@ def keeping_finished(base: type) -> type:
         def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs=None):
             if self.partial is None:
                 return super()._loglikelihood_tokens(requests, disable_tqdm=disable_tqdm, override_bs=override_bs)
-            by_context: dict[tuple, list] = {}
-            for i, r in enumerate(requests):
-                by_context.setdefault(tuple(r[1]), []).append((i, r))
-            # longest first, as lm-eval orders them; the tokens break ties, so the order is the requests' own
-            groups = sorted(by_context.values(), key=lambda g: (-max(len(r[1]) + len(r[2]) for _, r in g),
-                                                                 [list(r[1]) + list(r[2]) for _, r in g]))
-            n = _rows(self)
-            units = [[m for g in groups[s:s + n] for m in g] for s in range(0, len(groups), n)]
 
             def run(reqs):
                 return super(KeepingFinished, self)._loglikelihood_tokens(reqs, disable_tqdm=True,
                                                                           override_bs=override_bs)
             # a unit's key: its requests' texts and tokens (what the model saw)
-            return self._run_units([[(i, r, [r[0], list(r[1]), list(r[2])]) for i, r in u] for u in units],
-                                   "loglikelihood", run, disable_tqdm)
+            units = [[(i, requests[i], [requests[i][0], list(requests[i][1]), list(requests[i][2])]) for i in u]
+                     for u in self._loglikelihood_units(requests)]
+            return self._run_units(units, "loglikelihood", run, disable_tqdm)
+
+        def _loglikelihood_units(self, requests) -> list[list[int]]:
+            """Request indices per unit: lm-eval's own batches, whose requests the parent, given one
+            unit, batches as it would in one call for all (the same rows, padded alike); with
+            contexts shared (:mod:`.shared_prefix`), ``batch_size`` whole contexts."""
+            n = _rows(self)
+
+            def longest_first(i):  # HFLM's order: longest first, the tokens breaking ties
+                toks = list(requests[i][1]) + list(requests[i][2])
+                return -len(toks), tuple(toks)
+
+            if getattr(self, "_score_context", None) is not None and shareable(self.model):
+                def key(i):
+                    return tuple(requests[i][1])
+            elif self.backend == "causal" and self.logits_cache:  # HFLM's one-token lookup groups
+                def key(i):
+                    return tuple(list(requests[i][1]) + list(requests[i][2])[:-1])
+            else:
+                return _chunked(sorted(range(len(requests)), key=longest_first), n)
+            groups: dict[tuple, list[int]] = {}
+            for i in range(len(requests)):
+                groups.setdefault(key(i), []).append(i)
+            # a group runs as its longest continuation (the first of them, as HFLM's Collator takes it)
+            reps = sorted((max(g, key=lambda i: len(requests[i][2])) for g in groups.values()), key=longest_first)
+            return [sorted(m for rep in chunk for m in groups[key(rep)]) for chunk in _chunked(reps, n)]
 
         def generate_until(self, requests, disable_tqdm: bool = False):
             if self.partial is None or any(r.args[1].get("do_sample", False) for r in requests):
                 return super().generate_until(requests, disable_tqdm=disable_tqdm)
-            order = sorted(range(len(requests)), key=lambda i: (
-                json.dumps(requests[i].args[1], sort_keys=True, default=str), -len(requests[i].args[0]),
-                requests[i].args[0]))
-            n, units = _rows(self), []
-            for i in order:
-                kwargs = json.dumps(requests[i].args[1], sort_keys=True, default=str)
-                if units and len(units[-1]) < n and units[-1][0][2] == kwargs:
-                    units[-1].append((i, requests[i], kwargs))
-                else:
-                    units.append([(i, requests[i], kwargs)])
+            from lm_eval.models.utils import Collator
+
+            # HFLM's own batches: per gen_kwargs, longest context first, batch_size at a time
+            order = Collator(list(range(len(requests))), group_by="gen_kwargs", group_fn=lambda i: requests[i].args[1],
+                             sort_fn=lambda i: (-len(self.tok_encode(requests[i].args[0])), requests[i].args[0]))
 
             def run(reqs):
                 return super(KeepingFinished, self).generate_until(reqs, disable_tqdm=True)
-            return self._run_units([[(i, r, [r.args[0], kwargs]) for i, r, kwargs in u] for u in units],
-                                   "generate_until", run, disable_tqdm)
+            units = [[(i, requests[i], [requests[i].args[0], requests[i].args[1]]) for i in sorted(u)]
+                     for u in order.get_batched(n=_rows(self))]
+            return self._run_units(units, "generate_until", run, disable_tqdm)
 
     KeepingFinished.__qualname__ = KeepingFinished.__name__ = f"KeepingFinished{base.__name__}"
     return KeepingFinished
