@@ -5,6 +5,7 @@ responsibility:
 
 - ``config``: a study's config, read and checked at parse time
 - ``jobs``: a Snakemake job's life (job context, batched conditions, devices)
+- ``resume``: a long job's partial state, so a stopped scan or evaluation resumes
 - ``models``: loading, one adapter per architecture, the models the library implements
 - ``external``: what a study takes from outside, pinned by version and sha256, and its fetch
 - ``probes``: the KV probe and how a model is scored on it

@@ -7,7 +7,8 @@
 - :mod:`.shared_prefix`: lm-eval's log-likelihoods with each context run once (``eval.shared_prefix``);
   it asks ``models`` whether a model's mixers are all attention and ``interventions.layers`` whether
   its first layer is skipped.
+- :mod:`.resume_requests`: the requests in units kept as each finishes, for a stopped job to resume.
 
-May import: ``errors``, ``io``, ``interventions.vocabulary``, ``interventions.layers``, ``micro.lm_eval_tasks``,
-``models``.
+May import: ``errors``, ``io``, ``resume``, ``interventions.vocabulary``, ``interventions.layers``,
+``micro.lm_eval_tasks``, ``models``.
 """

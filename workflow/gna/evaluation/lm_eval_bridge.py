@@ -32,9 +32,11 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..interventions.vocabulary import applied
+from ..resume.store import section
 from . import local_mmlu
 from .binomial import accuracy_interval
 from .lm_eval_047 import INSTALLED, check_fewshot, task_config
+from .resume_requests import keeping_finished
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +101,9 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
     else the tokenizer's, as lm-eval does. Tasks in ``chat_tasks`` run with the tokenizer's chat
     template (ARC-C "chat"). Tasks run in groups of equal (chat, few-shot), each group one
     ``simple_evaluate`` call. ``shared_prefix``: each distinct context runs once
-    (:mod:`.shared_prefix`; the same log-probabilities up to float rounding)."""
+    (:mod:`.shared_prefix`; the same log-probabilities up to float rounding). In a resuming job
+    (every Snakemake job: :mod:`gna.resume`) the requests run in units kept as each finishes, and a
+    stopped run's units are not run again (:mod:`.resume_requests`)."""
     import torch
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
@@ -110,15 +114,23 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
                           "subjects only: set benchmarks.mmlu.size instead")
     from .shared_prefix import sharing_contexts
 
-    lm = encoding_once(sharing_contexts(HFLM) if shared_prefix else HFLM)(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=max_length,
-                             add_bos_token=add_bos_token, softmax_dtype=torch.float32)
+    interventions = list(interventions)
+    # in a resuming job, the units of requests a stopped run finished (.resume_requests)
+    partial = section("evaluate", tasks, interventions, batch_size, max_length, limit, sorted(chat_tasks), num_fewshot,
+                      add_bos_token, fewshot_as_multiturn, task_definitions, shared_prefix)
+    lm_class = encoding_once(sharing_contexts(HFLM) if shared_prefix else HFLM)
+    lm = (keeping_finished(lm_class) if partial is not None else lm_class)(
+        pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=max_length,
+        add_bos_token=add_bos_token, softmax_dtype=torch.float32)
+    if partial is not None:
+        lm.partial = partial
     settings = {"add_bos_token": starts_with_bos(lm, tokenizer), "max_length": int(lm.max_length),
                 "fewshot_as_multiturn": fewshot_as_multiturn, "task_definitions": task_definitions}
     groups: dict[tuple[bool, int], list[str]] = {}
     for t in tasks:
         groups.setdefault((t in chat_tasks, fewshot_of(t, num_fewshot)), []).append(t)
     out = Scores(settings=settings)
-    with applied(model, list(interventions)), _without_environment_report():
+    with applied(model, interventions), _without_environment_report():
         for (chat, shots), names in sorted(groups.items()):
             resolved, manager = suite.resolve(names)
             resolved = [task_config(t, task_definitions) if isinstance(t, str) else t for t in resolved]

@@ -5,6 +5,6 @@
 - :mod:`.condition_batches`: several conditions of one rule run in one process (rule ``batch``).
 - :mod:`.devices`: is the device a job asks for on this machine.
 
-May import: ``errors``, ``io``, ``models.loading`` (a model job names its config keys); nothing
-that computes (the scan, interventions, reports import this, not the other way round).
+May import: ``errors``, ``io``, ``models.loading`` (a model job names its config keys), ``resume`` (a
+job's partial state); nothing that computes (the scan, interventions, reports import this, not the other way round).
 """

@@ -108,6 +108,9 @@ def job(snakemake):
     a full disk) ends a script job with its one-line message on the terminal and exit status 1;
     the traceback stays in the log.
 
+    A head scan or an evaluation inside the block resumes from the part a stopped run of the same
+    job finished (:func:`_resuming`).
+
     In a Snakemake script job the process ends when the block ends (``os._exit(0)`` once the
     log and streams are flushed): the interpreter's teardown of torch, transformers and lm-eval
     took about a second per job, a tenth of the micro study's summed job time, and does nothing
@@ -125,7 +128,8 @@ def job(snakemake):
     user_error = None
     try:
         _start_model_job(snakemake)
-        yield logging.getLogger(f"gna.{snakemake.rule}")
+        with _resuming(snakemake):
+            yield logging.getLogger(f"gna.{snakemake.rule}")
     except BaseException as e:
         logging.getLogger("gna").exception("rule %s failed", snakemake.rule)
         if not user_failure(snakemake, e):
@@ -141,6 +145,22 @@ def job(snakemake):
     if user_error is not None:
         exit_with_user_error(snakemake.rule, user_error, log_path)
     end_script_job(snakemake)
+
+
+def _resuming(snakemake):
+    """The job's head scans and evaluations keep what they finish in ``.partial/`` beside its first
+    output, keyed by its inputs, settings and code (:mod:`gna.resume`), and resume from it after a
+    stop; removed when the job succeeds. The key is computed only when a loop first asks for it."""
+    from ..resume.keys import job_key, partial_dir
+    from ..resume.store import resuming
+
+    def part(name):
+        return getattr(snakemake, name, None) or []
+
+    def key() -> str:
+        return job_key(snakemake.rule, part("input"), part("params"), part("wildcards"), part("output"))
+
+    return resuming(partial_dir(part("output")), key)
 
 
 def end_script_job(snakemake) -> None:

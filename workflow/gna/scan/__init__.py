@@ -14,8 +14,8 @@
 
 Imports run one way: ranking, repeated_forwards <- exact; attribution, guard_bounds, guard_result <-
 attribution_ranking <- methods.
-May import: ``errors``, ``models``, ``interventions``, ``probes``; never the report, the questions,
-the experiments or the job machinery (they import the scan).
+May import: ``errors``, ``models``, ``interventions``, ``probes``, ``resume`` (a stopped job's finished
+chunks); never the report, the questions, the experiments or the job machinery (they import the scan).
 """
 from .exact import naive_scan_heads, scan_heads
 from .guard_result import GuardHead, ScanGuard

@@ -58,7 +58,8 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
 
     totals, _ = repeated_forward_scores(model, encoded, by_layer, len(items), ablate_each, batch_size=batch_size,
                                         max_rows=max_rows, baseline=baseline, group_of=lambda n: items[n][0],
-                                        progress=progress, desc="head scan", residuals=residuals)
+                                        progress=progress, desc="head scan", residuals=residuals,
+                                        resume_key=[(m.layer, m.kind, h) for _, m, h in items])
     rows = [dict(layer=m.layer, kind=m.kind, head=h, accuracy=totals[n, 0].item() / len(encoded),
                  answer_logprob=totals[n, 1].item() / len(encoded)) for n, (_, m, h) in enumerate(items)]
     ranked = rank_heads(rows, baseline.logprobs, encoded, model_name, logprob_resolution(model))

@@ -17,6 +17,7 @@ from ..interventions import capture_layer_inputs, start_at_layer
 from ..probes.encoded import EncodedProbe
 from ..probes.scoring import (ProbeScore, accepts_logits_to_keep, copies_choice_logprobs, fp32_logits, iter_batches,
                               score)
+from ..resume.store import section
 
 
 def margins(lp: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
@@ -71,7 +72,8 @@ def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: d
                             intervene, prepare=None, batch_size: int = 32, max_rows: int = 256,
                             baseline: ProbeScore | None = None, group_of=None,
                             progress: bool = False, desc: str = "repeated forwards",
-                            residuals: ResidualCache | None = None, record=None) -> tuple[torch.Tensor, dict]:
+                            residuals: ResidualCache | None = None, record=None,
+                            resume_key=None) -> tuple[torch.Tensor, dict]:
     """The scan's batching for any intervention on items (a set of heads, a path): per batch of prompts
     the residual entering every layer of ``by_start`` ({layer: the items that start there}) from one
     forward; then chunks of items, copy a of the batch for item a, through the layers from there on.
@@ -86,12 +88,20 @@ def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: d
     one ``head_mask`` of one kind). ``residuals``: clean forwards kept from an earlier scan of the same
     ``encoded`` and ``batch_size`` (:class:`ResidualCache`), else each batch's runs here.
     ``record(chunk, examples, lp, answers)``, where given, sees every chunk's choice log-probs ``lp``
-    (A, E, C) of the probe's ``examples`` (E,): per-prompt outcomes, for intervals over prompts."""
+    (A, E, C) of the probe's ``examples`` (E,): per-prompt outcomes, for intervals over prompts.
+
+    In a resuming job (:func:`gna.resume.store.resuming`: every Snakemake job) each chunk's log-probs
+    are kept as it finishes; a stopped job's run of the same call replays them in their place, with the
+    same chunks in the same order, so its totals have the same bits. ``resume_key``: what the items
+    are (the head scan's heads), beside the call's own inputs, in the key of the kept chunks."""
     device = next(model.parameters()).device
     base = (score(model, encoded, batch_size=batch_size) if baseline is None else baseline).logprobs
     keep = accepts_logits_to_keep(model)
     totals = torch.zeros(n_items, 4, dtype=torch.float64)
     base_right = base.argmax(-1).eq(encoded.answers)
+    # a stopped job's finished chunks, replayed in their place: the same numbers in the same order
+    done = section("repeated_forwards", desc, resume_key, by_start, n_items, batch_size, max_rows, encoded.prompt_ids,
+                   encoded.choice_ids, encoded.answers, encoded.packed, base)
     with fp32_logits(model) as head:
         for i, b in enumerate(tqdm(list(iter_batches(encoded, batch_size)), desc=desc, unit="batch",
                                    disable=not progress)):
@@ -99,26 +109,34 @@ def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: d
             answers = encoded.answers[b.examples.cpu()]
             was_right = base_right[b.examples.cpu()]
             B = b.input_ids.shape[0]
-            inputs = (residuals.inputs(model, i, b, sorted(by_start)) if residuals is not None else
-                      capture_layer_inputs(model, sorted(by_start), **b.model_inputs(model), use_cache=False))
-            state = prepare(b, inputs) if prepare else None
             per = max(1, max_rows // B)
-            for start in sorted(by_start):
-                hidden = inputs[start]
-                for chunk in _chunks(by_start[start], per, group_of):
-                    A = len(chunk)
-                    x = hidden.repeat(A, 1, 1)
+            plan = [(f"{i}/{start}/{c}", start, chunk) for start in sorted(by_start)
+                    for c, chunk in enumerate(_chunks(by_start[start], per, group_of))]
+            kept = {name: done.get(name) for name, _, _ in plan} if done is not None else {}
+            inputs = state = None
+            if residuals is not None or any(kept.get(name) is None for name, _, _ in plan):
+                inputs = (residuals.inputs(model, i, b, sorted(by_start)) if residuals is not None else
+                          capture_layer_inputs(model, sorted(by_start), **b.model_inputs(model), use_cache=False))
+                state = prepare(b, inputs) if prepare else None
+            for name, start, chunk in plan:
+                A = len(chunk)
+                if kept.get(name) is not None:
+                    lp = torch.from_numpy(kept[name])
+                else:
+                    x = inputs[start].repeat(A, 1, 1)
                     with ExitStack() as stack:
                         stack.enter_context(start_at_layer(model, start, x))
                         intervene(stack, state, start, chunk, x)
                         lp = copies_choice_logprobs(model, b, head, keep, A).cpu()  # (A, E, C)
-                    right = lp.argmax(-1).eq(answers)
-                    if record is not None:
-                        record(chunk, b.examples.cpu(), lp, answers)
-                    totals[chunk, 0] += right.double().sum(-1)
-                    totals[chunk, 1] += lp.gather(2, answers.expand(A, -1)[..., None]).squeeze(-1).sum(-1)
-                    totals[chunk, 2] += margins(lp, answers).sum(-1)
-                    totals[chunk, 3] += right.ne(was_right).double().sum(-1)
+                    if done is not None:
+                        done.put(name, lp.numpy())
+                right = lp.argmax(-1).eq(answers)
+                if record is not None:
+                    record(chunk, b.examples.cpu(), lp, answers)
+                totals[chunk, 0] += right.double().sum(-1)
+                totals[chunk, 1] += lp.gather(2, answers.expand(A, -1)[..., None]).squeeze(-1).sum(-1)
+                totals[chunk, 2] += margins(lp, answers).sum(-1)
+                totals[chunk, 3] += right.ne(was_right).double().sum(-1)
     return totals, dict(baseline_accuracy=base_right.double().mean().item(),
                         baseline_logprob=base.gather(1, encoded.answers[:, None]).mean().item(),
                         baseline_margin=margins(base, encoded.answers).mean().item())
