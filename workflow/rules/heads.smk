@@ -15,6 +15,7 @@ rule critical_heads:
         critical="results/pruning/{model}.critical.json",
     output:
         "results/head_keeping/{model}.critical_heads.csv",
+        answers="results/head_keeping/{model}.critical_heads.answers.csv",
     params:
         spec=lambda wc: model_spec(wc.model),
         tasks=tasks_of("mmlu"),
@@ -39,6 +40,7 @@ rule head_keeping:
         heads=lambda wc: ["results/head_keeping/{model}.critical_heads.csv"] if wc.source == "discovered" else [],
     output:
         "results/head_keeping/{model}/{source}/{condition}.csv",
+        answers="results/head_keeping/{model}/{source}/{condition}.answers.csv",
     wildcard_constraints:
         source="named|discovered",
         condition="both|aggregate_only|gather_only|neither",
@@ -71,6 +73,7 @@ rule kv_pairs:
         probes=[probe_path(n, s) for n, s in KV_PAIRS_PROBES],
     output:
         "results/kv_pairs/{model}/{condition}.csv",
+        answers="results/kv_pairs/{model}/{condition}.answers.csv",
     wildcard_constraints:
         condition="full|no_gather|no_aggregate",
     params:
@@ -98,6 +101,7 @@ rule topk_removal:
         ranking=lambda wc: ranking_file(EXPERIMENTS[wc.experiment].get("ranking"), wc.model),
     output:
         "results/{experiment}/{model}/k{k}{draw}.csv",
+        answers="results/{experiment}/{model}/k{k}{draw}.answers.csv",
     wildcard_constraints:
         experiment="topk_removal|arc_chat",
         k=r"\d+",

@@ -9,6 +9,10 @@ rule gradual_pruning:
         model=lambda wc: model_input(wc.model),
     output:
         "results/pruning/{model}/gradual/depth{depth}.csv",
+        # each question's answer (gna.evaluation.items), for paired comparisons in the findings
+        answers="results/pruning/{model}/gradual/depth{depth}.answers.csv",
+    wildcard_constraints:
+        depth=r"\d+",
     params:
         spec=lambda wc: model_spec(wc.model),
         tasks=tasks_of("mmlu", "knowledge"),
@@ -50,6 +54,9 @@ rule individual_pruning:
         minimal="results/pruning/{model}.minimal.json",
     output:
         "results/pruning/{model}/individual/layer{layer}.csv",
+        answers="results/pruning/{model}/individual/layer{layer}.answers.csv",
+    wildcard_constraints:
+        layer=r"\d+",
     params:
         spec=lambda wc: model_spec(wc.model),
         tasks=tasks_of("mmlu", "knowledge"),

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import math
 
-from ...evaluation.binomial import clopper_pearson
-
-Z95 = 1.959963984540054
+from ...evaluation.binomial import clopper_pearson, wilson
 
 # The paper's Llama-3.1-8B-Instruct (full MMLU, 14,042 questions; bf16), for the real models beside it:
 # Figs. 2-3 as the paper states them (docs/reproduction-notes.md), Table 1 from data/published.
@@ -33,13 +31,6 @@ def count(accuracy: float, n: int) -> int:
     if abs(k - accuracy * n) > 0.05 or not 0 <= k <= n:
         raise ValueError(f"accuracy {accuracy!r} over {n} questions is not a count of correct answers")
     return k
-
-
-def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a proportion."""
-    p = successes / n
-    centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return (centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)
 
 
 def drop_interval(before: float, after: float, n: int) -> tuple[float, float, float]:

@@ -1,0 +1,106 @@
+"""Per-question answers of an evaluation, and two conditions compared on the same questions."""
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from gna.evaluation.items import COLUMNS
+from gna.evaluation.paired import PairingError, mcnemar_exact, newcombe_paired, pair
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("counts,low,high", [
+    # Newcombe (1998), Stat. Med. 17:2635, Table II, method 10: (both, first only, second only, neither)
+    ((36, 12, 2, 0), 0.0569, 0.3404),
+    ((18, 12, 2, 18), 0.0562, 0.3290),
+    ((53, 0, 0, 1), -0.0729, 0.0729),
+    ((0, 30, 0, 0), 0.8395, 1.0),
+])
+def test_newcombes_paired_interval_reproduces_his_table(counts, low, high):
+    got = newcombe_paired(*counts)
+    assert got == pytest.approx((low, high), abs=1e-4)
+
+
+def test_exact_mcnemar_is_twice_the_smaller_binomial_tail_of_the_discordant_questions():
+    # 12 against 2 of 14 discordant: 2 * (C(14,0) + C(14,1) + C(14,2)) / 2^14 = 2 * 106 / 16384
+    assert mcnemar_exact(12, 2) == 212 / 16384
+    assert mcnemar_exact(2, 12) == 212 / 16384
+    assert mcnemar_exact(30, 0) == 2 / 2 ** 30
+    assert mcnemar_exact(3, 3) == 1.0 and mcnemar_exact(0, 0) == 1.0   # capped at 1; no discordant question
+
+
+def _answers(values, task="t", metric="acc", items=None) -> pd.DataFrame:
+    n = len(values)
+    return pd.DataFrame({"task": task, "filter": "none", "metric": metric, "doc_id": range(n),
+                         "item": items or [f"h{i}" for i in range(n)], "target": "0", "chosen": 0, "answer": None,
+                         "value": [float(v) for v in values]})[COLUMNS]
+
+
+def test_two_conditions_answers_pair_question_by_question():
+    full = [1, 1, 1, 1, 1, 1, 1, 0, 0, 1]      # 8 of 10
+    ablated = [1, 0, 0, 0, 1, 1, 1, 0, 1, 0]   # 5 of 10
+    # by hand: both right at 0, 4, 5, 6; full only at 1, 2, 3, 9; ablated only at 8; neither at 7
+    p = pair(_answers(full), _answers(ablated), "t")
+    assert (p.both, p.first_only, p.second_only, p.neither, p.n) == (4, 4, 1, 1, 10)
+    assert p.difference == pytest.approx(0.3)                      # 0.8 - 0.5
+    assert p.p_value == 2 * (1 + 5) / 2 ** 5                       # 4 against 1 of 5 discordant
+    assert p.interval() == newcombe_paired(4, 4, 1, 1)
+    # the order of the rows is not the pairing: doc ids are
+    shuffled = _answers(ablated).sample(frac=1, random_state=0)
+    assert pair(_answers(full), shuffled, "t") == p
+
+
+def test_the_paired_interval_is_narrower_than_the_unpaired_one_on_agreeing_answers():
+    from gna.report.findings.sampled import drop_interval
+
+    # 100 questions, 60 right in both, 10 lost, 30 wrong in both: .70 -> .60
+    low, high = newcombe_paired(60, 10, 0, 30)
+    _, ulow, uhigh = drop_interval(0.70, 0.60, 100)
+    assert low > 0 > ulow and high - low < (uhigh - ulow) / 2
+
+
+@pytest.mark.parametrize("second,message", [
+    (_answers([1, 0, 1]), "different questions"),                                # a question fewer
+    (_answers([1, 0, 1, 1], items=["h0", "h1", "x", "h3"]), "differs between"),    # another document at doc 2
+    (_answers([1, 0, 1, 1], task="other"), "no answers for t"),
+    (_answers([1, 0, 0.5, 1]), "not all 0/1"),
+])
+def test_pairing_refuses_conditions_whose_questions_differ(second, message):
+    with pytest.raises(PairingError, match=message) as e:
+        pair(_answers([1, 1, 0, 1]), second, "t")
+    assert "\n" not in str(e.value)
+
+
+def test_an_evaluations_answers_are_its_accuracy_question_by_question(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    from gna.evaluation.lm_eval_bridge import TaskSuite, evaluate
+    from gna.experiments.run import write_answers
+    from gna.models import load_model
+
+    model, tok = load_model({"path": str(ROOT / "data/models/micro-llama")})
+    suite = TaskSuite(str(ROOT / "data/micro/tasks"))
+    tasks = ["micro_mmlu", "micro_chain"]            # multiple choice, and generation under a filter
+    plain = evaluate(model, tok, tasks, suite, limit=12, batch_size=8)
+    scores = evaluate(model, tok, tasks, suite, limit=12, batch_size=8, items=True)
+    assert plain.answers is None and dict(plain) == dict(scores)       # keeping answers changes no number
+    items = scores.answers
+    assert list(items.columns) == COLUMNS
+    means = items.groupby(["task", "metric", "filter"]).value.mean()
+    for task, ms in scores.items():
+        for (metric, filt), value in ms.items():
+            if metric != "perplexity":
+                assert means[(task, metric, filt)] == pytest.approx(value), (task, metric, filt)
+    mc = items[items.task == "micro_mmlu"]
+    assert sorted(mc.doc_id) == list(range(12)) and mc["item"].nunique() == 12
+    assert ((mc.chosen.astype(int).astype(str) == mc.target) == (mc.value == 1)).all()   # acc: the argmax is the gold
+    gen = items[(items.task == "micro_chain") & (items.metric == "exact_match")]
+    assert gen.answer.notna().all() and gen.chosen.isna().all()
+    # the same questions in another condition pair with these
+    again = evaluate(model, tok, tasks, suite, limit=12, batch_size=8, items=True).answers
+    p = pair(items, again, "micro_mmlu")
+    assert p.first_only == p.second_only == 0 and p.n == 12
+    write_answers([items.assign(model="m")], tmp_path / "a.answers.csv")
+    write_answers([], tmp_path / "none.answers.csv")     # a job that evaluated nothing: the columns only
+    assert len(pd.read_csv(tmp_path / "a.answers.csv")) == len(items)
+    assert list(pd.read_csv(tmp_path / "none.answers.csv").columns) == COLUMNS
