@@ -104,3 +104,57 @@ def test_an_evaluations_answers_are_its_accuracy_question_by_question(tmp_path, 
     write_answers([], tmp_path / "none.answers.csv")     # a job that evaluated nothing: the columns only
     assert len(pd.read_csv(tmp_path / "a.answers.csv")) == len(items)
     assert list(pd.read_csv(tmp_path / "none.answers.csv").columns) == COLUMNS
+
+
+# --- the findings: paired where the jobs kept their answers, "unpaired" where not -------------------
+
+def _write_answers(path, right: list[int], task="mmlu_x"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _answers(right, task=task).to_csv(path, index=False)
+
+
+def test_fig2_pairs_the_full_model_with_the_depth_below_the_minimal_one(tmp_path):
+    from gna.report.findings import pruning
+
+    n, template = 91, str(tmp_path / "{model}/depth{depth}.answers.csv")
+    # full 36/91, minimal depth 3, 28/91 below it: 8 answers lost and none gained
+    rows = [dict(model="m", experiment="gradual", layers=f"0..{d - 1}", depth=d, minimal_depth=3, mmlu=v,
+                 knowledge=33 / n) for d, v in enumerate([28 / n, 28 / n, 36 / n, 36 / n, 36 / n], start=1)]
+    pd.DataFrame(rows).to_csv(tmp_path / "layer_pruning.csv", index=False)
+    settings, tasks = {"mmlu_n": n, "collapse": 0.5}, {"mmlu": ["mmlu_x"]}
+    unpaired = pruning.gradual(tmp_path, settings, answers=template, tasks=tasks)[0]
+    assert unpaired["verdict"] == "not resolved" and "] unpaired from the full model" in unpaired["evidence"]
+    _write_answers(tmp_path / "m/depth5.answers.csv", [1] * 36 + [0] * 55)
+    _write_answers(tmp_path / "m/depth2.answers.csv", [1] * 28 + [0] * 63)
+    paired = pruning.gradual(tmp_path, settings, answers=template, tasks=tasks)[0]
+    low, high = newcombe_paired(28, 8, 0, 55)
+    assert paired["verdict"] == "holds", paired                     # McNemar p = 2 / 2^8
+    assert (f"MMLU drop +0.09 [{low:+.2f}, {high:+.2f}] paired (8 answers lost, 0 gained; McNemar p 0.0078)"
+            in paired["evidence"])
+    # the same accuracies, but 10 lost and 2 gained: p = 2 * 79 / 4096 = 0.039, still beyond noise
+    _write_answers(tmp_path / "m/depth2.answers.csv", [1] * 26 + [0] * 10 + [1] * 2 + [0] * 53)
+    assert "(10 answers lost, 2 gained; McNemar p 0.039)" in pruning.gradual(
+        tmp_path, settings, answers=template, tasks=tasks)[0]["evidence"]
+    # answers of another run than the table's: refused
+    _write_answers(tmp_path / "m/depth2.answers.csv", [1] * 30 + [0] * 61)
+    with pytest.raises(ValueError, match="not the table's accuracy"):
+        pruning.gradual(tmp_path, settings, answers=template, tasks=tasks)
+
+
+def test_table1_pairs_both_heads_kept_with_the_best_other_condition(tmp_path):
+    from gna.report.findings import heads
+
+    n, template = 91, str(tmp_path / "{model}/{source}/{condition}.answers.csv")
+    counts = {"both": 32, "aggregate_only": 23, "gather_only": 24, "neither": 22}   # both vs gather only: 8 of 91
+    pd.DataFrame([dict(model="m", experiment="gradual", layers=f"0..{d - 1}", depth=d, minimal_depth=3, mmlu=v,
+                       knowledge=33 / n) for d, v in enumerate([0.25, 0.30, 32 / n, 32 / n], start=1)]
+                 ).to_csv(tmp_path / "layer_pruning.csv", index=False)
+    pd.DataFrame([dict(model="m", source="discovered", condition=c, gather="L2H1", aggregate="L3H0", kept="",
+                       mmlu=100 * k / n, knowledge=100 * 33 / n) for c, k in counts.items()]
+                 ).to_csv(tmp_path / "head_keeping.csv", index=False)
+    settings, tasks = {"mmlu_n": n, "tolerance": 0.1}, {"mmlu": ["mmlu_x"]}
+    assert heads.head_keeping(tmp_path, settings, answers=template, tasks=tasks)[0]["verdict"] == "not resolved"
+    for c, k in counts.items():   # each condition's right answers: the first k questions
+        _write_answers(tmp_path / f"m/discovered/{c}.answers.csv", [1] * k + [0] * (n - k))
+    r = heads.head_keeping(tmp_path, settings, answers=template, tasks=tasks)[0]
+    assert r["verdict"] == "holds" and "paired (8 answers lost, 0 gained" in r["evidence"], r

@@ -5,6 +5,8 @@
 
 HEAD_KEEPING = experiment_config("head_keeping")
 KV_PAIRS = experiment_config("kv_pairs")
+# a head-keeping condition's per-question answers (gna.evaluation.items), which the findings pair
+KEEPING_ANSWERS = "results/head_keeping/{model}/{source}/{condition}.answers.csv"
 
 
 rule critical_heads:
@@ -40,7 +42,7 @@ rule head_keeping:
         heads=lambda wc: ["results/head_keeping/{model}.critical_heads.csv"] if wc.source == "discovered" else [],
     output:
         "results/head_keeping/{model}/{source}/{condition}.csv",
-        answers="results/head_keeping/{model}/{source}/{condition}.answers.csv",
+        answers=KEEPING_ANSWERS,
     wildcard_constraints:
         source="named|discovered",
         condition="both|aggregate_only|gather_only|neither",
@@ -212,7 +214,8 @@ EXPERIMENT_REGISTRY.declare(
     plan={"critical_heads": Estimator("gna.plan.job_estimates:critical_heads", {"roles": ["mmlu"]}),
           "head_keeping": Estimator("gna.plan.job_estimates:evaluation",
                                     {"roles": ["mmlu", "knowledge"], "layers": "minimal"})},
-    findings=[Section(20, "gna.report.findings.heads:head_keeping")],
+    findings=[Section(20, "gna.report.findings.heads:head_keeping",
+                      {"answers": KEEPING_ANSWERS, "tasks": {"mmlu": tasks_of("mmlu")}})],
 )
 EXPERIMENT_REGISTRY.declare(
     "kv_pairs",
