@@ -158,3 +158,62 @@ def test_table1_pairs_both_heads_kept_with_the_best_other_condition(tmp_path):
         _write_answers(tmp_path / f"m/discovered/{c}.answers.csv", [1] * k + [0] * (n - k))
     r = heads.head_keeping(tmp_path, settings, answers=template, tasks=tasks)[0]
     assert r["verdict"] == "holds" and "paired (8 answers lost, 0 gained" in r["evidence"], r
+
+
+def test_fig3_pairs_the_minimal_model_with_each_layer_removed(tmp_path):
+    from gna.report.findings import pruning
+
+    n = 91
+    answers, removed = str(tmp_path / "{model}/depth{depth}.answers.csv"), str(tmp_path / "{model}/layer{layer}.answers.csv")
+    rows = [dict(model="m", experiment="gradual", layers=f"0..{d - 1}", depth=d, minimal_depth=3, mmlu=v,
+                 knowledge=60 / n) for d, v in enumerate([0.25, 0.30, 45 / n, 45 / n], start=1)]
+    rows += [dict(model="m", experiment="minimal (0..2) minus layer", layers=f"L{i}", depth=2, mmlu=v, knowledge=k)
+             for i, (v, k) in enumerate([(33 / n, 60 / n), (44 / n, 60 / n), (45 / n, 60 / n)])]
+    pd.DataFrame(rows).to_csv(tmp_path / "layer_pruning.csv", index=False)
+    settings = {"mmlu_n": n, "collapse": 0.5}
+    tasks = {"mmlu": ["mmlu_x"], "knowledge": ["know_x"]}
+
+    def write(path, mmlu, knowledge):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pd.concat([_answers(mmlu, task="mmlu_x"), _answers(knowledge, task="know_x")]).to_csv(path, index=False)
+
+    # without L0: MMLU 45 -> 33 of 91 (54% of the above-chance MMLU lost), within the unpaired interval
+    assert pruning.individual(tmp_path, settings, answers, removed, tasks)[0]["verdict"] == "not resolved"
+    # paired: 12 MMLU answers lost and none gained; knowledge the same answers
+    write(tmp_path / "m/depth3.answers.csv", [1] * 45 + [0] * 46, [1] * 60 + [0] * 31)
+    write(tmp_path / "m/layer0.answers.csv", [1] * 33 + [0] * 58, [1] * 60 + [0] * 31)
+    r = pruning.individual(tmp_path, settings, answers, removed, tasks)[0]
+    assert r["verdict"] == "holds", r
+    assert "MMLU drop +0.13 [" in r["evidence"] and "paired (12 answers lost, 0 gained" in r["evidence"]
+    assert "knowledge drop +0.00 [-0.02, +0.02] paired (0 answers lost, 0 gained; McNemar p 1)" in r["evidence"]
+
+
+def test_an_evaluation_script_writes_the_answers_beside_its_rows(tmp_path):
+    """The rule's script, as its job runs it: its rows, and each question's answer at ``output.answers``."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    from gna.config.schema import with_defaults
+
+    cfg = with_defaults(yaml.safe_load((ROOT / "config.yaml").read_text()))
+    job = {"rule": "gradual_pruning", "wildcards": {"model": "micro-llama", "depth": "2"}, "input": [],
+           "output": [str(tmp_path / "depth2.csv"), str(tmp_path / "depth2.answers.csv")],
+           "output_names": {"answers": 1}, "log": [str(tmp_path / "depth2.log")],
+           "params": {"spec": {"path": str(ROOT / "data/models/micro-llama")}, "tasks": ["micro_mmlu"],
+                      "interventions": [{"truncate": 2}], "fields": {"model": "micro-llama", "depth": 2, "seed": 0},
+                      "eval": {**cfg["eval"], "limit": 10, "chat_tasks": []},
+                      "micro_data": str(ROOT / "data/micro/tasks")}}
+    code = ("import json, runpy, sys; from gna.jobs.condition_batches import condition_object; "
+            "job = json.loads(sys.argv[1]); "
+            "runpy.run_path(sys.argv[2], run_name='__main__', init_globals={'snakemake': condition_object(job, 1, {})})")
+    out = subprocess.run([sys.executable, "-c", code, __import__("json").dumps(job),
+                          str(ROOT / "workflow/scripts/gradual_pruning.py")], capture_output=True, text=True,
+                         env={**os.environ, "HF_HOME": str(tmp_path / "hf")}, cwd=tmp_path)
+    assert out.returncode == 0, (out.stderr[-2000:], (tmp_path / "depth2.log").read_text()[-2000:])
+    rows, answers = pd.read_csv(tmp_path / "depth2.csv"), pd.read_csv(tmp_path / "depth2.answers.csv")
+    acc = rows[rows.metric == "acc"].value.iloc[0]
+    assert len(answers) == 10 and answers.value.mean() == pytest.approx(acc)
+    assert (answers.depth == 2).all() and (answers.intervention == rows.intervention.iloc[0]).all()
