@@ -188,6 +188,7 @@ def test_fig3_pairs_the_minimal_model_with_each_layer_removed(tmp_path):
     assert "knowledge drop +0.00 [-0.02, +0.02] paired (0 answers lost, 0 gained; McNemar p 1)" in r["evidence"]
 
 
+@pytest.mark.slow
 def test_an_evaluation_script_writes_the_answers_beside_its_rows(tmp_path):
     """The rule's script, as its job runs it: its rows, and each question's answer at ``output.answers``."""
     import os
