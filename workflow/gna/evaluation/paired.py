@@ -30,7 +30,6 @@ from ..errors import GnaError
 from .binomial import Z95, wilson
 from .items import KEYS
 
-METHOD = "paired: exact McNemar, Newcombe (1998) hybrid score interval for paired proportions"
 
 
 class PairingError(GnaError, ValueError):
