@@ -18,8 +18,6 @@ with job(snakemake) as log:
         answers = []
         rows = evaluation_rows(p.student, p.tasks, [], p.eval, p.micro_data, p.fields, model=(student, tok),
                                answers=answers)
-    rows["layer"] = -1 if layer is None else layer
-    rows["intervention"] = "none" if layer is None else f"swap=L{layer}"
-    write_csv(rows, snakemake.output[0])
-    write_answers([i.assign(layer=rows["layer"].iloc[0], intervention=rows["intervention"].iloc[0]) for i in answers],
-                snakemake.output.answers)
+    swapped = {"layer": -1 if layer is None else layer, "intervention": "none" if layer is None else f"swap=L{layer}"}
+    write_csv(rows.assign(**swapped), snakemake.output[0])
+    write_answers([a.assign(**swapped) for a in answers], snakemake.output.answers)
