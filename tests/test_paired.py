@@ -164,7 +164,8 @@ def test_fig3_pairs_the_minimal_model_with_each_layer_removed(tmp_path):
     from gna.report.findings import pruning
 
     n = 91
-    answers, removed = str(tmp_path / "{model}/depth{depth}.answers.csv"), str(tmp_path / "{model}/layer{layer}.answers.csv")
+    answers = str(tmp_path / "{model}/depth{depth}.answers.csv")
+    removed = str(tmp_path / "{model}/layer{layer}.answers.csv")
     rows = [dict(model="m", experiment="gradual", layers=f"0..{d - 1}", depth=d, minimal_depth=3, mmlu=v,
                  knowledge=60 / n) for d, v in enumerate([0.25, 0.30, 45 / n, 45 / n], start=1)]
     rows += [dict(model="m", experiment="minimal (0..2) minus layer", layers=f"L{i}", depth=2, mmlu=v, knowledge=k)
@@ -209,7 +210,8 @@ def test_an_evaluation_script_writes_the_answers_beside_its_rows(tmp_path):
                       "micro_data": str(ROOT / "data/micro/tasks")}}
     code = ("import json, runpy, sys; from gna.jobs.condition_batches import condition_object; "
             "job = json.loads(sys.argv[1]); "
-            "runpy.run_path(sys.argv[2], run_name='__main__', init_globals={'snakemake': condition_object(job, 1, {})})")
+            "runpy.run_path(sys.argv[2], run_name='__main__',"
+            " init_globals={'snakemake': condition_object(job, 1, {})})")
     out = subprocess.run([sys.executable, "-c", code, __import__("json").dumps(job),
                           str(ROOT / "workflow/scripts/gradual_pruning.py")], capture_output=True, text=True,
                          env={**os.environ, "HF_HOME": str(tmp_path / "hf")}, cwd=tmp_path)
