@@ -36,6 +36,9 @@ rule mmlu_baseline:
         sample=rules.local_mmlu.output.sample,
     output:
         f"{MMLU_DIR}/{{model}}.csv",
+        answers=f"{MMLU_DIR}/{{model}}.answers.csv",
+    wildcard_constraints:
+        model=r"[^/]+(?<!\.answers)",   # a name may hold dots (qwen2.5-...), but {model}.csv is not the answers
     params:
         spec=lambda wc: model_spec(wc.model),
         fields=lambda wc: result_fields(wc.model, "mmlu_baseline"),

@@ -5,6 +5,8 @@
 
 HEAD_KEEPING = experiment_config("head_keeping")
 KV_PAIRS = experiment_config("kv_pairs")
+# a head-keeping condition's per-question answers (gna.evaluation.items), which the findings pair
+KEEPING_ANSWERS = "results/head_keeping/{model}/{source}/{condition}.answers.csv"
 
 
 rule critical_heads:
@@ -15,6 +17,7 @@ rule critical_heads:
         critical="results/pruning/{model}.critical.json",
     output:
         "results/head_keeping/{model}.critical_heads.csv",
+        answers="results/head_keeping/{model}.critical_heads.answers.csv",
     params:
         spec=lambda wc: model_spec(wc.model),
         tasks=tasks_of("mmlu"),
@@ -39,6 +42,7 @@ rule head_keeping:
         heads=lambda wc: ["results/head_keeping/{model}.critical_heads.csv"] if wc.source == "discovered" else [],
     output:
         "results/head_keeping/{model}/{source}/{condition}.csv",
+        answers=KEEPING_ANSWERS,
     wildcard_constraints:
         source="named|discovered",
         condition="both|aggregate_only|gather_only|neither",
@@ -71,6 +75,7 @@ rule kv_pairs:
         probes=[probe_path(n, s) for n, s in KV_PAIRS_PROBES],
     output:
         "results/kv_pairs/{model}/{condition}.csv",
+        answers="results/kv_pairs/{model}/{condition}.answers.csv",
     wildcard_constraints:
         condition="full|no_gather|no_aggregate",
     params:
@@ -98,6 +103,7 @@ rule topk_removal:
         ranking=lambda wc: ranking_file(EXPERIMENTS[wc.experiment].get("ranking"), wc.model),
     output:
         "results/{experiment}/{model}/k{k}{draw}.csv",
+        answers="results/{experiment}/{model}/k{k}{draw}.answers.csv",
     wildcard_constraints:
         experiment="topk_removal|arc_chat",
         k=r"\d+",
@@ -208,7 +214,8 @@ EXPERIMENT_REGISTRY.declare(
     plan={"critical_heads": Estimator("gna.plan.job_estimates:critical_heads", {"roles": ["mmlu"]}),
           "head_keeping": Estimator("gna.plan.job_estimates:evaluation",
                                     {"roles": ["mmlu", "knowledge"], "layers": "minimal"})},
-    findings=[Section(20, "gna.report.findings.heads:head_keeping")],
+    findings=[Section(20, "gna.report.findings.heads:head_keeping",
+                      {"answers": KEEPING_ANSWERS, "tasks": {"mmlu": tasks_of("mmlu")}})],
 )
 EXPERIMENT_REGISTRY.declare(
     "kv_pairs",

@@ -165,6 +165,7 @@ rule layer_swap:
         student=LAYER_SWAP_STUDENT,
     output:
         "results/layer_swap/{teacher}/{condition}.csv",
+        answers="results/layer_swap/{teacher}/{condition}.answers.csv",
     wildcard_constraints:
         teacher=r"[^/]+",
         condition=r"none|layer\d+",
@@ -282,6 +283,7 @@ rule evaluate_hybrid:
         tokens=tokens_of(TOKEN_SETS, "heldout"),
     output:
         "results/hybrid/{teacher}/{variant}.csv",
+        answers="results/hybrid/{teacher}/{variant}.answers.csv",
     wildcard_constraints:
         teacher=r"[^/]+",
         variant=f"teacher|{VARIANT_WILDCARD}",

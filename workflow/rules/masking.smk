@@ -99,6 +99,7 @@ rule hybrid_attention:
         ranking="results/scan/{model}.ranking.csv",
     output:
         "results/hybrid_attention/{model}/{mode}-k{k}.csv",
+        answers="results/hybrid_attention/{model}/{mode}-k{k}.answers.csv",
     wildcard_constraints:
         mode="last_row|ablate",
         k=r"\d+|all",

@@ -2,6 +2,10 @@
 # at a time from the minimal model that experiment 1 finds.
 
 LAYER_PRUNING = experiment_config("layer_pruning")
+# each evaluation's per-question answers (gna.evaluation.items), which the findings pair
+GRADUAL_ANSWERS = "results/pruning/{model}/gradual/depth{depth}.answers.csv"
+INDIVIDUAL_ANSWERS = "results/pruning/{model}/individual/layer{layer}.answers.csv"
+PRUNING_TASKS = {"mmlu": tasks_of("mmlu"), "knowledge": tasks_of("knowledge")}
 
 
 rule gradual_pruning:
@@ -9,6 +13,9 @@ rule gradual_pruning:
         model=lambda wc: model_input(wc.model),
     output:
         "results/pruning/{model}/gradual/depth{depth}.csv",
+        answers=GRADUAL_ANSWERS,
+    wildcard_constraints:
+        depth=r"\d+",
     params:
         spec=lambda wc: model_spec(wc.model),
         tasks=tasks_of("mmlu", "knowledge"),
@@ -50,6 +57,9 @@ rule individual_pruning:
         minimal="results/pruning/{model}.minimal.json",
     output:
         "results/pruning/{model}/individual/layer{layer}.csv",
+        answers=INDIVIDUAL_ANSWERS,
+    wildcard_constraints:
+        layer=r"\d+",
     params:
         spec=lambda wc: model_spec(wc.model),
         tasks=tasks_of("mmlu", "knowledge"),
@@ -126,5 +136,7 @@ EXPERIMENT_REGISTRY.declare(
                                        {"roles": ["mmlu", "knowledge"], "layers": "depth"}),
           "individual_pruning": Estimator("gna.plan.job_estimates:evaluation",
                                           {"roles": ["mmlu", "knowledge"], "layers": "minimal_minus_layer"})},
-    findings=[Section(10, "gna.report.findings.pruning:gradual"), Section(11, "gna.report.findings.pruning:individual")],
+    findings=[Section(10, "gna.report.findings.pruning:gradual", {"answers": GRADUAL_ANSWERS, "tasks": PRUNING_TASKS}),
+              Section(11, "gna.report.findings.pruning:individual",
+                      {"answers": GRADUAL_ANSWERS, "removed_answers": INDIVIDUAL_ANSWERS, "tasks": PRUNING_TASKS})],
 )

@@ -4,7 +4,7 @@ import json
 
 import pandas as pd
 
-from gna.experiments.run import evaluation_rows
+from gna.experiments.run import evaluation_rows, write_answers
 from gna.io import write_csv
 from gna.models import describe, load_model
 from gna.jobs.script_job import job
@@ -13,7 +13,7 @@ with job(snakemake) as log:
     p = snakemake.params
     depth = json.load(open(snakemake.input.minimal))["minimal_depth"]
     pair = json.load(open(snakemake.input.critical))["pair"]
-    frames = []
+    frames, answers = [], []
     if not pair:
         log.info("fewer than two critical layers: no head to search")
         frames.append(pd.DataFrame([{**p.fields, "layer": pd.NA, "head": pd.NA, "note": "no critical layer pair"}]))
@@ -26,8 +26,9 @@ with job(snakemake) as log:
                 rows = evaluation_rows(p.spec, p.tasks, [{"truncate": depth},
                                                          {"ablate_heads": [[layer, head, mixer.kind]]}],
                                        p.eval, p.micro_data, {**p.fields, "layer": layer, "head": head,
-                                                              "kind": mixer.kind}, model=model)
+                                                              "kind": mixer.kind}, model=model, answers=answers)
                 frames.append(rows)
                 log.info("L%dH%d removed: %s", layer, head,
                          rows[rows.metric == "acc"][["task", "value"]].to_string(index=False, header=False))
     write_csv(pd.concat(frames, ignore_index=True), snakemake.output[0])
+    write_answers(answers, snakemake.output.answers)

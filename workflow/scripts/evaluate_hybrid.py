@@ -4,7 +4,7 @@ LAMBADA through lm-eval, plus perplexity on held-out distillation data."""
 import pandas as pd
 
 from gna.evaluation.lm_eval_bridge import TaskSuite
-from gna.experiments.run import evaluation_rows
+from gna.experiments.run import evaluation_rows, write_answers
 from gna.hybrid.study.data import heldout_perplexity, make_stream
 from gna.hybrid.study.variants import parse_variant
 from gna.io import write_csv
@@ -19,8 +19,9 @@ with job(snakemake) as log:
     # KV retrieval on one probe set per seed (never the ranking's): rows task "kv_retrieval", probe_seed
     kv = {f"kv_retrieval_s{s}": (s, path) for s, path in zip(p.kv_seeds, snakemake.input.probes)}
     extra = {name: lm_eval_task_config(path, name) for name, (_, path) in kv.items()}
+    answers = []
     rows = evaluation_rows(p.spec, [*p.tasks, *extra], [], p.eval, p.micro_data, p.fields,
-                           model=(model, tok), suite=TaskSuite(p.micro_data, extra=extra))
+                           model=(model, tok), suite=TaskSuite(p.micro_data, extra=extra), answers=answers)
     rows["probe_seed"] = rows.task.map({name: s for name, (s, _) in kv.items()}).astype("Int64")
     rows.loc[rows.task.isin(list(kv)), "task"] = "kv_retrieval"
     # mohawk's KV-Ret beside it (metric "top1": the argmax over the vocabulary; "acc" above: the multiple choice)
@@ -46,3 +47,4 @@ with job(snakemake) as log:
     log.info("%s: held-out perplexity %.3f; %s", variant, ppl,
              rows[rows.metric.isin(["acc", "top1", "perplexity"])][["task", "metric", "value"]].to_string(index=False))
     write_csv(rows, snakemake.output[0])
+    write_answers(answers, snakemake.output.answers)

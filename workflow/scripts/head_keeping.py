@@ -9,13 +9,13 @@ import pandas as pd
 
 from gna.experiments.head_selection import keeping_plan, mmlu_heads, named_role_heads
 from gna.experiments.pruning import metric_by
-from gna.experiments.run import evaluation_rows
+from gna.experiments.run import evaluation_rows, write_answers
 from gna.io import write_csv
 from gna.jobs.script_job import job
 
 with job(snakemake) as log:
     p, w = snakemake.params, snakemake.wildcards
-    depth = json.load(open(snakemake.input.minimal))["minimal_depth"]
+    depth, answers = json.load(open(snakemake.input.minimal))["minimal_depth"], []
     pair = json.load(open(snakemake.input.critical))["pair"]
     if w.source == "named":
         roles = named_role_heads(p.named)
@@ -39,5 +39,6 @@ with job(snakemake) as log:
         rows = evaluation_rows(p.spec, p.tasks, [{"truncate": depth}, *keep], p.eval, p.micro_data,
                                {**p.fields, "gather": " ".join(f"L{h[0]}H{h[1]}" for h in roles["gather"]),
                                 "aggregate": " ".join(f"L{h[0]}H{h[1]}" for h in roles["aggregate"]),
-                                "kept": " ".join(f"{k}:{v}" for k, v in kept.items())})
+                                "kept": " ".join(f"{k}:{v}" for k, v in kept.items())}, answers=answers)
     write_csv(rows, snakemake.output[0])
+    write_answers(answers, snakemake.output.answers)

@@ -4,7 +4,7 @@ answer position (last_row: the official Zamba2 experiment) or ablated whole (abl
 import pandas as pd
 
 from gna.experiments.head_selection import top_heads
-from gna.experiments.run import evaluation_rows
+from gna.experiments.run import evaluation_rows, write_answers
 from gna.io import write_csv
 from gna.jobs.script_job import job
 
@@ -23,6 +23,9 @@ with job(snakemake) as log:
     else:
         intervention = {"ablate_heads": heads}
     log.info("%s on %d of %d attention heads: %s", w.mode, len(heads), len(attention), heads)
+    answers = []
     rows = evaluation_rows(p.spec, p.tasks, [intervention], p.eval, p.micro_data,
-                           {**p.fields, "mode": w.mode, "k": n, "k_label": w.k, "attention_heads": len(attention)})
+                           {**p.fields, "mode": w.mode, "k": n, "k_label": w.k, "attention_heads": len(attention)},
+                           answers=answers)
     write_csv(rows, snakemake.output[0])
+    write_answers(answers, snakemake.output.answers)

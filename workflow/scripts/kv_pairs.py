@@ -8,7 +8,7 @@ import pandas as pd
 
 from gna.evaluation.lm_eval_bridge import TaskSuite
 from gna.experiments.head_selection import role_heads
-from gna.experiments.run import evaluation_rows
+from gna.experiments.run import evaluation_rows, write_answers
 from gna.io import write_csv
 from gna.models import load_model
 from gna.jobs.script_job import job
@@ -18,7 +18,7 @@ with job(snakemake) as log:
     p = snakemake.params
     condition = snakemake.wildcards.condition
     heads = [] if condition == "full" else role_heads(pd.read_csv(snakemake.input.ga), condition[3:], p.named)
-    label = " ".join(f"L{h[0]}H{h[1]}" for h in heads) or "none"
+    label, answers = " ".join(f"L{h[0]}H{h[1]}" for h in heads) or "none", []
     if condition != "full" and not heads:
         log.info("no head of the scan's top ones is classified %s: nothing to remove", condition[3:])
         rows = pd.DataFrame([{**p.fields, "head": "none"}])
@@ -29,10 +29,11 @@ with job(snakemake) as log:
         interventions = [{"ablate_heads": heads}] if heads else []
         model = load_model(p.spec)
         rows = evaluation_rows(p.spec, list(extra), interventions, p.eval, None, p.fields, model=model,
-                               suite=TaskSuite(extra=extra))
+                               suite=TaskSuite(extra=extra), answers=answers)
         parts = rows.task.str.extract(r"^kv_n(\d+)_s(\d+)$").astype(int)
         rows["n_pairs"], rows["probe_seed"] = parts[0], parts[1]
         rows["head"] = label
         rows["heads_from"] = "named" if p.named else "classified"
         log.info("removed %s", label)
     write_csv(rows, snakemake.output[0])
+    write_answers(answers, snakemake.output.answers)

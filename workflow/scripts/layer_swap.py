@@ -2,7 +2,7 @@
 
 from contextlib import nullcontext
 
-from gna.experiments.run import evaluation_rows
+from gna.experiments.run import evaluation_rows, write_answers
 from gna.hybrid.swap import swap_teacher_layer
 from gna.io import write_csv
 from gna.models import load_model
@@ -15,7 +15,9 @@ with job(snakemake) as log:
     layer = None if cond == "none" else int(cond.removeprefix("layer"))
     log.info("student %s, teacher layer swapped in: %s", p.student["path"], layer)
     with swap_teacher_layer(student, teacher, layer) if layer is not None else nullcontext():
-        rows = evaluation_rows(p.student, p.tasks, [], p.eval, p.micro_data, p.fields, model=(student, tok))
-    rows["layer"] = -1 if layer is None else layer
-    rows["intervention"] = "none" if layer is None else f"swap=L{layer}"
-    write_csv(rows, snakemake.output[0])
+        answers = []
+        rows = evaluation_rows(p.student, p.tasks, [], p.eval, p.micro_data, p.fields, model=(student, tok),
+                               answers=answers)
+    swapped = {"layer": -1 if layer is None else layer, "intervention": "none" if layer is None else f"swap=L{layer}"}
+    write_csv(rows.assign(**swapped), snakemake.output[0])
+    write_answers([a.assign(**swapped) for a in answers], snakemake.output.answers)

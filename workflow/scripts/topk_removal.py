@@ -7,7 +7,7 @@ With ``kinds`` (Zamba2's slide tables: attention) k counts, and ranks among, tho
 import pandas as pd
 
 from gna.experiments.head_selection import random_heads, top_heads
-from gna.experiments.run import evaluation_rows
+from gna.experiments.run import evaluation_rows, write_answers
 from gna.io import write_csv
 from gna.jobs.script_job import job
 
@@ -21,8 +21,10 @@ with job(snakemake) as log:
         heads = top_heads(ranking, k, kinds=p.kinds)
     log.info("removing %d %s heads%s: %s", len(heads), "random" if draw else "top",
              f" ({'/'.join(p.kinds)} only)" if p.kinds else "", heads)
+    answers = []
     rows = evaluation_rows(p.spec, p.tasks, [{"ablate_heads": heads}], p.eval, p.micro_data,
                            {**p.fields, "head_kinds": "/".join(p.kinds) if p.kinds else "all",
                             "n_heads": int(len(ranking) if not p.kinds else ranking.kind.isin(p.kinds).sum()),
-                            "heads": " ".join(f"L{h[0]}H{h[1]}" for h in heads) or "none"})
+                            "heads": " ".join(f"L{h[0]}H{h[1]}" for h in heads) or "none"}, answers=answers)
     write_csv(rows, snakemake.output[0])
+    write_answers(answers, snakemake.output.answers)

@@ -18,6 +18,10 @@ Log-probs are computed in float32 (``softmax_dtype``), whatever the model's dtyp
 Rows of a metric that is a mean of 0/1 over the questions of a task with a fixed sample (the local
 MMLU tasks, :mod:`gna.evaluation.local_mmlu`) also carry ``n`` and a 95% Clopper-Pearson interval
 (``ci_low``, ``ci_high``; :mod:`gna.evaluation.binomial`).
+
+With ``items=True`` an evaluation also keeps each question's answer (lm-eval's logged samples, read
+into :mod:`gna.evaluation.items`' table after each ``simple_evaluate`` call), for paired comparisons of two conditions
+scored on the same questions (:mod:`gna.evaluation.paired`).
 """
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ from ..interventions.vocabulary import applied
 from ..resume.store import section
 from . import local_mmlu
 from .binomial import accuracy_interval
+from .items import item_rows
 from .lm_eval_047 import INSTALLED, check_fewshot, task_config
 from .resume_requests import keeping_finished
 
@@ -80,20 +85,21 @@ def fewshot_of(task: str, num_fewshot: int | dict | None) -> int:
 
 class Scores(dict):
     """``{task: {(metric, filter): value}}``, with what produced them: ``versions`` ``{task: version}``
-    (lm-eval's, of the definition that ran), ``settings`` (the lm-eval settings every row records)
-    and ``sizes`` ``{task: questions scored}``."""
+    (lm-eval's, of the definition that ran), ``settings`` (the lm-eval settings every row records),
+    ``sizes`` ``{task: questions scored}`` and ``answers`` (each question's answer and score, a
+    :func:`gna.evaluation.items.item_rows` table; None unless asked for)."""
 
-    def __init__(self, scores=(), versions=None, settings=None, sizes=None):
+    def __init__(self, scores=(), versions=None, settings=None, sizes=None, answers=None):
         super().__init__(scores)
         self.versions, self.settings = dict(versions or {}), dict(settings or {})
-        self.sizes = dict(sizes or {})
+        self.sizes, self.answers = dict(sizes or {}), answers
 
 
 def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, interventions=(),
              batch_size: int = 32, max_length: int | None = 2048, limit: int | None = None,
              chat_tasks: tuple[str, ...] = (), num_fewshot: int | dict | None = 0,
              add_bos_token: bool | None = None, fewshot_as_multiturn: bool = False,
-             task_definitions: str = INSTALLED, shared_prefix: bool = False) -> Scores:
+             task_definitions: str = INSTALLED, shared_prefix: bool = False, items: bool = False) -> Scores:
     """The :class:`Scores` of ``model`` under ``interventions`` (stderr dropped).
 
     ``add_bos_token``: ``None`` = the tokenizer's default (lm-eval 0.4.13's), ``False`` = 0.4.7's;
@@ -101,9 +107,10 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
     else the tokenizer's, as lm-eval does. Tasks in ``chat_tasks`` run with the tokenizer's chat
     template (ARC-C "chat"). Tasks run in groups of equal (chat, few-shot), each group one
     ``simple_evaluate`` call. ``shared_prefix``: each distinct context runs once
-    (:mod:`.shared_prefix`; the same log-probabilities up to float rounding). In a resuming job
-    (every Snakemake job: :mod:`gna.resume`) the requests run in units kept as each finishes, and a
-    stopped run's units are not run again (:mod:`.resume_requests`)."""
+    (:mod:`.shared_prefix`; the same log-probabilities up to float rounding). ``items``: keep each
+    question's answer (``Scores.answers``). In a resuming job (every Snakemake job: :mod:`gna.resume`)
+    the requests run in units kept as each finishes, and a stopped run's units are not run again
+    (:mod:`.resume_requests`)."""
     import torch
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
@@ -129,13 +136,13 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
     groups: dict[tuple[bool, int], list[str]] = {}
     for t in tasks:
         groups.setdefault((t in chat_tasks, fewshot_of(t, num_fewshot)), []).append(t)
-    out = Scores(settings=settings)
+    out, answers = Scores(settings=settings), []
     with applied(model, interventions), _without_environment_report():
         for (chat, shots), names in sorted(groups.items()):
             resolved, manager = suite.resolve(names)
             resolved = [task_config(t, task_definitions) if isinstance(t, str) else t for t in resolved]
             res = simple_evaluate(model=lm, tasks=resolved, task_manager=manager, limit=limit, bootstrap_iters=0,
-                                  log_samples=False, apply_chat_template=chat, num_fewshot=shots,
+                                  log_samples=items, apply_chat_template=chat, num_fewshot=shots,
                                   fewshot_as_multiturn=fewshot_as_multiturn, verbosity="WARNING")
             out.versions.update(res.get("versions", {}))
             for task, metrics in res["results"].items():
@@ -143,6 +150,10 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
                     out.sizes[task] = metrics["sample_len"]
                 out[task] = {_metric_key(k): float(v) for k, v in metrics.items()
                              if "stderr" not in k and k not in ("alias", "sample_len") and isinstance(v, (int, float))}
+            if items:
+                answers += [item_rows(task, samples) for task, samples in res["samples"].items()]
+    if items:
+        out.answers = pd.concat(answers, ignore_index=True) if answers else item_rows("", [])
     return out
 
 

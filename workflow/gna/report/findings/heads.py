@@ -12,19 +12,23 @@ import pandas as pd
 
 from ..common import chance_of, near_chance
 from .pruning import minimal_scores
-from .sampled import acc, drop_interval, drop_text, resolved
+from .sampled import acc, drop, read_answers, resolved
 from .verdicts import judge, knowledge_untestable, read_table, with_settings
 
 REDUNDANCY_SHARE = 0.10
 """SSM vs transformer redundancy is compared on the top heads covering this share of each model's heads."""
 
 
-def head_keeping(fig: Path, settings: dict | None = None) -> list[dict]:
+def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = None,
+                 tasks: dict | None = None) -> list[dict]:
     """Table 1, all four conditions: both heads kept, MMLU within ``tolerance`` of the minimal model's
     (not below it by more); gather only, aggregate only, neither: MMLU near chance; knowledge within
     ``knowledge_tolerance`` of the minimal model's in all four. 'holds' needs every check; 'partly'
     where keeping both heads is still 10 points above every other condition, or where the minimal
-    model's knowledge is near ``knowledge_chance`` (knowledge flat cannot fail)."""
+    model's knowledge is near ``knowledge_chance`` (knowledge flat cannot fail). On a sample (``mmlu_n``)
+    both kept must beat the best other condition beyond noise, paired where the jobs kept their
+    answers: ``answers``, a template of ``model``, ``source`` and ``condition``; ``tasks``, the MMLU
+    column's (``{"mmlu": [...]}``)."""
     thresholds = with_settings(settings)
     chance = chance_of("mmlu", thresholds["mmlu_chance"])
     table = read_table(fig, "head_keeping.csv")
@@ -62,13 +66,18 @@ def head_keeping(fig: Path, settings: dict | None = None) -> list[dict]:
             if off:
                 failed.append("knowledge off the minimal model's in "
                               + ", ".join(cond.replace("_", " ") for cond in off))
-        others = max(mmlu["gather_only"], mmlu["aggregate_only"], mmlu["neither"])
+        best = max(("gather_only", "aggregate_only", "neither"), key=lambda c: mmlu[c])
+        others = mmlu[best]
         verdict, n = judge(not failed, mmlu["both"] - others >= 10), thresholds.get("mmlu_n")
         sampled = ""
-        if n:   # both kept against the best of the others, beyond the interval of the difference
-            verdict = resolved(verdict, drop_interval(mmlu["both"] / 100, others / 100, n)[1] > 0)
+        if n:   # both kept against the best of the others, beyond noise
+            keys = dict(model=model, source=source)
+            gap = drop(mmlu["both"] / 100, others / 100, n,
+                       (read_answers(answers, **keys, condition="both"), read_answers(answers, **keys, condition=best),
+                        (tasks or {}).get("mmlu", ())))
+            verdict = resolved(verdict, gap.beyond)
             sampled = (f"; n = {n} questions: MMLU both {acc(mmlu['both'] / 100, n)}, the best other "
-                       f"{acc(others / 100, n)}, {drop_text(mmlu['both'] / 100, others / 100, n)}")
+                       f"{acc(others / 100, n)}, {gap.text}")
         untestable = knowledge_untestable(ref[1], thresholds, 100) if ref is not None else ""
         verdict = "partly" if untestable and verdict == "holds" else verdict
         rows.append(dict(claim=claim, model=label, verdict=verdict,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..common import chance_of, near_chance
-from .sampled import PAPER_LLAMA_8B, acc, drop_interval, drop_text, resolved
+from .sampled import PAPER_LLAMA_8B, acc, drop, read_answers, resolved
 from .verdicts import judge, knowledge_untestable, read_table, with_settings
 
 
@@ -36,10 +36,14 @@ def _minimal_depth(g: pd.DataFrame, tolerance: float) -> int:
     return depth
 
 
-def gradual(fig: Path, settings: dict | None = None) -> list[dict]:
+def gradual(fig: Path, settings: dict | None = None, answers: str | None = None,
+            tasks: dict | None = None) -> list[dict]:
     """Fig. 2's shape: MMLU within ``tolerance`` of the full model's at every depth from the full one
     down to the minimal depth (which must cut at least one layer), and at the first depth below it a
-    collapse (at least ``collapse`` of the full model's above-chance MMLU lost). 'holds' needs both."""
+    collapse (at least ``collapse`` of the full model's above-chance MMLU lost). 'holds' needs both.
+    On a sample (``mmlu_n``) the collapse must be beyond noise too, paired where the jobs kept their
+    answers: ``answers``, a depth's answers (a template of ``model`` and ``depth``), and ``tasks``,
+    ``{"mmlu": [...], "knowledge": [...]}``, the tasks of the table's columns."""
     st = with_settings(settings)
     t = read_table(fig, "layer_pruning.csv")
     if t is None:
@@ -72,9 +76,12 @@ def gradual(fig: Path, settings: dict | None = None) -> list[dict]:
         n = st.get("mmlu_n")
         verdict = judge(holds_part and collapsed, holds_part or collapsed)
         sampled = ""
-        if n and not below.empty:   # the collapse beyond its interval, or not resolved
-            verdict = resolved(verdict, drop_interval(full.mmlu, below.mmlu.iloc[0], n)[1] > 0)
-            sampled = f"; MMLU {drop_text(full.mmlu, below.mmlu.iloc[0], n)} from the full model to {minimal - 1} layers"
+        if n and not below.empty:   # the collapse beyond noise, or not resolved
+            fall = drop(full.mmlu, below.mmlu.iloc[0], n,
+                        (read_answers(answers, model=model, depth=int(full.depth)),
+                         read_answers(answers, model=model, depth=minimal - 1), (tasks or {}).get("mmlu", ())))
+            verdict = resolved(verdict, fall.beyond)
+            sampled = f"; MMLU {fall.text} from the full model to {minimal - 1} layers"
         rows.append(dict(claim=claim, model=model, verdict=verdict,
                          evidence=f"MMLU {acc(full.mmlu, n)} at {int(full.depth)} layers, at least "
                                   f"{acc(kept.mmlu.min(), n)} down to the minimal depth {minimal}"
@@ -88,11 +95,15 @@ def gradual(fig: Path, settings: dict | None = None) -> list[dict]:
     return rows
 
 
-def individual(fig: Path, settings: dict | None = None) -> list[dict]:
+def individual(fig: Path, settings: dict | None = None, answers: str | None = None,
+               removed_answers: str | None = None, tasks: dict | None = None) -> list[dict]:
     """Fig. 3 holds where some layer is critical: its removal loses at least ``collapse`` of the
     minimal model's MMLU above chance while knowledge stays within ``knowledge_tolerance``
     (:func:`gna.experiments.pruning.critical_table`'s rule and defaults); at most 'partly' where the
-    minimal model's knowledge is near ``knowledge_chance`` (its staying cannot fail)."""
+    minimal model's knowledge is near ``knowledge_chance`` (its staying cannot fail). On a sample
+    (``mmlu_n``) the MMLU drop must be beyond noise and its interval above the knowledge drop's,
+    paired where the jobs kept their answers: the minimal model's (``answers``, as for
+    :func:`gradual`) against the layer's (``removed_answers``, a template of ``model`` and ``layer``)."""
     st = with_settings(settings)
     chance, collapse, knowledge_tolerance = chance_of("mmlu", st["mmlu_chance"]), st["collapse"], st["knowledge_tolerance"]
     t = read_table(fig, "layer_pruning.csv")
@@ -118,18 +129,25 @@ def individual(fig: Path, settings: dict | None = None) -> list[dict]:
             verdict = "partly" if not collapsed.empty else "does not hold"
             shown = collapsed if not collapsed.empty else sub.loc[[sub.mmlu.idxmin()]]
         n = st.get("mmlu_n")
+        drops = {}
+        if n:
+            minimal_answers = read_answers(answers, model=model, depth=int(base.depth))
+            for r in shown.itertuples():   # the critical layers where there are any
+                removed = read_answers(removed_answers, model=model, layer=int(str(r.layers).removeprefix("L")))
+                drops[r.layers] = {role: drop(getattr(base, role), getattr(r, role), n,
+                                              (minimal_answers, removed, (tasks or {}).get(role, ())))
+                                   for role in ("mmlu", "knowledge")}
         if n and not critical.empty:
-            # a critical layer: MMLU's drop beyond its interval and above the knowledge drop's interval
-            verdict = resolved(verdict, any(
-                drop_interval(base.mmlu, r.mmlu, n)[1] > max(0.0, drop_interval(base.knowledge, r.knowledge, n)[2])
-                for r in critical.itertuples()))
+            # a critical layer: MMLU's drop beyond noise and its interval above the knowledge drop's
+            verdict = resolved(verdict, any(d["mmlu"].beyond and d["mmlu"].low > max(0.0, d["knowledge"].high)
+                                            for d in (drops[r.layers] for r in critical.itertuples())))
         untestable = knowledge_untestable(base.knowledge, st)
         verdict = "partly" if untestable and verdict == "holds" else verdict
         rows.append(dict(claim=claim, model=model, verdict=verdict,
                          evidence=f"minimal model MMLU {acc(base.mmlu, n)}, knowledge {acc(base.knowledge, n)}; "
                                   + "; ".join(f"without {r.layers}: MMLU {acc(r.mmlu, n)}, knowledge {acc(r.knowledge, n)}"
-                                              + (f" (MMLU {drop_text(base.mmlu, r.mmlu, n)}, knowledge "
-                                                 f"{drop_text(base.knowledge, r.knowledge, n)})" if n else "")
+                                              + (f" (MMLU {drops[r.layers]['mmlu'].text}, knowledge "
+                                                 f"{drops[r.layers]['knowledge'].text})" if n else "")
                                               for r in shown.itertuples())
                                   + ("" if not critical.empty else
                                      " (no layer collapses MMLU with knowledge kept: no critical layer)")

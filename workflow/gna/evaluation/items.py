@@ -1,0 +1,51 @@
+"""Each question's answer in an evaluation: lm-eval's logged samples as one tidy table.
+
+One row per (task, filter, metric, question), keyed as the result rows are (task, metric, filter)
+so that a result row's value is the mean of its items' ``value`` (for the metrics lm-eval averages:
+acc, acc_norm, exact_match, contains...). Columns:
+
+- ``doc_id``: the question's index in the task's test split (lm-eval's), ``item``: the first 16 hex
+  digits of lm-eval's ``doc_hash`` (sha256 of the question's document): the same question has the
+  same ``item`` in every condition, whatever its position;
+- ``target``: the gold answer (a choice index for multiple choice, the text for generation);
+- ``chosen``: the choice with the highest summed log-probability (what ``acc`` scores; ``acc_norm``
+  normalises by length and can choose another), empty where the task is not multiple choice;
+- ``answer``: the filtered generation (generation tasks), else empty;
+- ``value``: lm-eval's per-question value of the metric (0/1 for acc, acc_norm, exact_match).
+
+The prompts, documents and raw responses lm-eval logs are not kept: they are the same in every
+condition and would make the table many times larger than the answers.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+COLUMNS = ["task", "filter", "metric", "doc_id", "item", "target", "chosen", "answer", "value"]
+KEYS = ["task", "filter", "metric", "doc_id"]
+"""A question in one evaluation: the columns that name a row."""
+
+
+def _is_loglikelihood(resp) -> bool:
+    return isinstance(resp, (tuple, list)) and len(resp) == 2 and isinstance(resp[0], (int, float))
+
+
+def item_rows(task: str, samples: list[dict]) -> pd.DataFrame:
+    """The table of ``task``'s logged samples (``simple_evaluate(log_samples=True)["samples"][task]``)."""
+    rows = []
+    for s in samples:
+        resps = s["filtered_resps"]
+        multiple_choice = len(resps) > 1 and all(_is_loglikelihood(r) for r in resps)
+        chosen = max(range(len(resps)), key=lambda i: resps[i][0]) if multiple_choice else None
+        generated = len(resps) == 1 and isinstance(resps[0], str)
+        for metric in s["metrics"]:
+            value = s[metric]
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                value = float(value) if isinstance(value, bool) else None
+            if value is None:   # a per-question tuple some aggregations take (bleu, f1): no score of its own
+                continue
+            rows.append({"task": task, "filter": s["filter"], "metric": metric, "doc_id": int(s["doc_id"]),
+                         "item": str(s["doc_hash"])[:16], "target": str(s["target"]), "chosen": chosen,
+                         "answer": resps[0] if generated else None, "value": float(value)})
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    out["chosen"] = out["chosen"].astype("Int64")
+    return out.sort_values(KEYS, kind="stable").reset_index(drop=True)
