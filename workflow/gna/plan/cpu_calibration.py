@@ -12,29 +12,21 @@ from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
-from .cpu_rates import CALIBRATED_ON, CPU_EFFICIENCY, CPU_LIGHT_WORK_S, LABELS, kind_of
+from .cpu_rates import CALIBRATED_ON, CPU_EFFICIENCY, CPU_LIGHT_WORK_S, LABELS, MEASURED, kind_of
 from .estimate import Hardware
 from .jobs import Dag, Study, estimate_job, gpu_rules
 from .scan_methods import cpu_hardware
 
 LIGHT = "a few prompts"
-# experiment -> (the targets that build it, the rules whose jobs it sums)
-EXPERIMENTS = {
-    "inputs": ("external_inputs", ("fetch_artifact", "gguf_model", "local_mmlu")),
-    "fig2_gradual_pruning": ("pruning_figures", ("gradual_pruning", "minimal_model")),
-    "fig3_individual_pruning": ("pruning_figures", ("individual_pruning", "critical_layers", "pruning_figures")),
-    "kv_head_scan": ("head_ranking_figure scan_agreement",
-                     ("head_scan", "kv_probe", "head_patterns", "head_ranking_figure", "scan_agreement")),
-    "table1_head_keeping": ("head_keeping_table", ("critical_heads", "head_keeping", "head_keeping_table")),
-    "fig4_kv_pairs": ("kv_pairs_figure", ("kv_pairs", "kv_pairs_figure")),
-    "topk_removal": ("topk_figure", ("topk_removal", "topk_tables", "topk_figure")),
-    "heatmaps_explorer": ("ga_heatmaps head_explorer", ("ga_heatmaps", "head_explorer")),
-}
 COLUMNS = ["experiment", "target", "rules", "jobs", "summed_h", "longest_min", "comparable_h", "adjustment"]
 
 
-def experiment_of(rule: str) -> str | None:
-    return next((e for e, (_, rules) in EXPERIMENTS.items() if rule in rules), None)
+def experiments(path: str | Path | None = None) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """experiment -> (the targets that build it, the rules whose jobs it sums), as the measured run's
+    rows name them (default: the committed ``MEASURED``). The rules live with the measurement, not in
+    code, so that an experiment stays named in its own rule file only."""
+    df = read_measured(path or Path(__file__).resolve().parents[3] / MEASURED)
+    return {e: (str(r["target"]), tuple(str(r["rules"]).split())) for e, r in df.iterrows()}
 
 
 def read_measured(path: str | Path):
@@ -46,6 +38,13 @@ def read_measured(path: str | Path):
     if missing:
         raise ValueError(f"{path}: no column(s) {missing}; expected {COLUMNS}")
     return df.set_index("experiment")
+
+
+EXPERIMENTS = experiments()
+
+
+def experiment_of(rule: str) -> str | None:
+    return next((e for e, (_, rules) in EXPERIMENTS.items() if rule in rules), None)
 
 
 def parts(config: dict, jobs: Dag, hw: Hardware | None = None, results: str | Path = "results") -> dict:

@@ -43,7 +43,7 @@ seconds besides start-up and the load, in place of the GPU plan's three minutes.
 models loaded, took 0.2 min at most, less than the plan's start-up and load already count."""
 
 CALIBRATED_ON = {
-    "lm-eval": ("fig2_gradual_pruning", "fig3_individual_pruning", "table1_head_keeping", "topk_removal"),
+    "lm-eval": ("fig2_gradual_pruning", "fig3_individual_pruning", "table1_head_keeping", "topk_heads"),
     "kv probe": ("fig4_kv_pairs",),
     "head ablations": ("kv_head_scan",),
     "a few prompts": ("heatmaps_explorer",),
@@ -52,7 +52,7 @@ CALIBRATED_ON = {
 
 LABELS = {"inputs": "inputs", "fig2_gradual_pruning": "Fig. 2", "fig3_individual_pruning": "Fig. 3",
           "kv_head_scan": "KV head scan", "table1_head_keeping": "Table 1", "fig4_kv_pairs": "Fig. 4",
-          "topk_removal": "top-k removal", "heatmaps_explorer": "heatmaps"}
+          "topk_heads": "top-k removal", "heatmaps_explorer": "heatmaps"}
 
 
 def kind_of(estimator: dict | None) -> str | None:
