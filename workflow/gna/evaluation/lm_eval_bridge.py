@@ -32,7 +32,7 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..interventions.vocabulary import applied
-from . import local_mmlu
+from . import local_mmlu, local_suite
 from .binomial import accuracy_interval
 from .lm_eval_047 import INSTALLED, check_fewshot, task_config
 
@@ -43,15 +43,19 @@ class TaskSuite:
     """Resolves task names to what lm-eval takes: the micro tasks as dicts over local JSONL
     (``micro_data`` set), the local MMLU tasks over the sample ``local_mmlu_dir`` names (a folder
     :func:`gna.evaluation.local_mmlu.build` wrote), lm-eval's registered tasks (paper scale), or
-    ``extra`` task dicts (e.g. a KV probe's, from :func:`gna.probes.kv.lm_eval_task_config`)."""
+    ``extra`` task dicts (e.g. a KV probe's, from :func:`gna.probes.kv.lm_eval_task_config`), and the
+    tasks built from the pinned benchmark files (``<lm-eval task>_local``) in ``local_suite_dir`` (a
+    folder :func:`gna.evaluation.local_suite.build` wrote)."""
 
     def __init__(self, micro_data: str | None = None, extra: dict[str, dict] | None = None,
-                 local_mmlu_dir: str | None = None):
+                 local_mmlu_dir: str | None = None, local_suite_dir: str | None = None):
         self.micro_data, self.extra = micro_data, dict(extra or {})
         if micro_data is not None and not (Path(micro_data) / "micro_mmlu.jsonl").is_file():
             raise ConfigError(f"micro task data {micro_data!r} is missing (expected micro_mmlu.jsonl there)")
         if local_mmlu_dir is not None:
             self.extra.update({c["task"]: c for c in local_mmlu.task_configs(local_mmlu_dir)})
+        if local_suite_dir is not None:
+            self.extra.update({c["task"]: c for c in local_suite.task_configs(local_suite_dir)})
 
     def resolve(self, names: list[str]):
         from lm_eval.tasks import TaskManager
@@ -62,6 +66,10 @@ class TaskSuite:
         if stray:
             raise ConfigError(f"task(s) {stray} read the local MMLU sample: build it (rule local_mmlu) and "
                               "pass its folder")
+        stray = sorted(set(rest) & set(local_suite.TASKS))
+        if stray:
+            raise ConfigError(f"task(s) {stray} read the pinned benchmark files: build them (rule local_suite, "
+                              "benchmarks.suite) and pass their folder")
         if self.micro_data is not None and rest:
             from ..micro.lm_eval_tasks import task_configs
             local, rest = local + task_configs(self.micro_data, rest), []
@@ -105,6 +113,10 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
     from lm_eval.models.huggingface import HFLM
 
     check_fewshot(tasks, task_definitions, lambda t: fewshot_of(t, num_fewshot))
+    shots = [t for t in tasks if t in local_suite.TASKS and fewshot_of(t, num_fewshot)]
+    if shots:
+        raise ConfigError(f"eval.num_fewshot gives {shots[0]!r} {fewshot_of(shots[0], num_fewshot)} shots: the "
+                          "pinned files hold its evaluation split only, no exemplars (0 shots, the paper's setting)")
     if limit is not None and set(tasks) & set(local_mmlu.TASKS):
         raise ConfigError(f"eval.limit = {limit} would score the first questions of the local MMLU sample, a few "
                           "subjects only: set benchmarks.mmlu.size instead")
