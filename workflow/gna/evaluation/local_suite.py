@@ -285,3 +285,28 @@ def build(root, out_dir, tasks: list[str] | None = None, size: int | None = None
         write_text(text, out / name)
     write_json(manifest, out / MANIFEST_FILE)
     return manifest
+
+
+# ---------------------------------------------------------------- the paper's summary numbers
+
+def summary(rows) -> dict[str, float]:
+    """The numbers the paper reads off these tasks, from tidy rows (``task``, ``metric``, ``filter``,
+    ``value``; :func:`gna.evaluation.lm_eval_bridge.tidy`): ``knowledge_acc``, the mean ``acc`` of the
+    six knowledge tasks, and beside it ``knowledge_acc_norm``, the mean ``acc_norm`` of the five that
+    have one (lm-eval's WinoGrande scores ``acc`` only: never stood in for); LAMBADA's ``acc`` (what
+    tests and means use) and its ``perplexity``; GSM8K's exact match under each filter, apart. A
+    number whose tasks are not all in ``rows`` is left out."""
+    value = {(r.task, r.metric, r.filter): float(r.value) for r in rows.itertuples()}
+    out: dict[str, float] = {}
+    for name, metric, tasks in (("knowledge_acc", "acc", KNOWLEDGE),
+                                ("knowledge_acc_norm", "acc_norm", tuple(t for t in KNOWLEDGE if t != "winogrande"))):
+        keys = [(t + SUFFIX, metric, "none") for t in tasks]
+        if all(k in value for k in keys):
+            out[name] = sum(value[k] for k in keys) / len(keys)
+    for name, key in (("lambada_acc", ("lambada_openai_local", "acc", "none")),
+                      ("lambada_perplexity", ("lambada_openai_local", "perplexity", "none")),
+                      ("gsm8k_strict_match", ("gsm8k_local", "exact_match", "strict-match")),
+                      ("gsm8k_flexible_extract", ("gsm8k_local", "exact_match", "flexible-extract"))):
+        if key in value:
+            out[name] = value[key]
+    return out
