@@ -214,3 +214,11 @@ def test_the_summary_keeps_acc_and_acc_norm_and_the_filters_apart():
         "gsm8k_strict_match": 0.01, "gsm8k_flexible_extract": 0.05})
     # a knowledge task missing: no mean over the others
     assert "knowledge_acc" not in local_suite.summary(df[df.task != "piqa_local"])
+
+
+def test_the_plan_sizes_a_local_task_as_its_lm_eval_task():
+    from gna.plan.estimate import task_size
+
+    for task in local_suite.KNOWLEDGE + local_suite.RETRIEVAL:
+        assert task_size(task + local_suite.SUFFIX) == task_size(task) != task_size("unknown_task")
+        assert task_size(task)["docs"] == local_suite.SOURCES[task][3]
