@@ -234,3 +234,20 @@ def test_bigbench_holds_bbhs_sources_three_more_items_where_bbh_keeps_a_task_who
     # BBH: 187, 146, 178 (three of each taken as few-shot exemplars); every other subtask sampled to 250
     assert (counts["causal_judgment"], counts["penguins_in_a_table"], counts["snarks"]) == (190, 149, 181)
     assert min(v for k, v in counts.items() if k not in ("causal_judgment", "penguins_in_a_table", "snarks")) > 250
+
+
+@pytest.mark.parametrize("suite,key", [({"tasks": ["swde"]}, "benchmarks.suite.tasks"),
+                                       ({"size": 0}, "benchmarks.suite.size"), ({"seed": -1}, "benchmarks.suite.seed"),
+                                       ({"sample": 10}, "benchmarks.suite")])
+def test_bad_suite_settings_are_refused_in_one_line_naming_the_key(suite, key):
+    import yaml
+
+    from gna.config.checks import schema_error
+    from gna.config.schema import SCHEMA, with_defaults
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = yaml.safe_load((root / "config.yaml").read_text())
+    assert with_defaults(cfg)["benchmarks"]["suite"] == {"tasks": [], "size": None, "seed": 0}
+    cfg["benchmarks"] = {"suite": suite}
+    message = str(schema_error(cfg, SCHEMA))
+    assert "\n" not in message and message.startswith(f"config error: {key}"), message
