@@ -41,7 +41,7 @@ def lm_eval_config(task: str, data_file: Path) -> dict:
 
 
 def requests_of(config: dict) -> dict[int, tuple]:
-    """lm-eval's requests for ``config`` at 0 shots: ``{doc_id: (sorted request arguments, gold)}``."""
+    """lm-eval's requests for ``config`` at 0 shots: ``{doc_id: (sorted request arguments, output type, gold)}``."""
     from lm_eval.api.task import ConfigurableTask
 
     task = ConfigurableTask(config=config)
@@ -51,8 +51,7 @@ def requests_of(config: dict) -> dict[int, tuple]:
     for inst in task.instances:
         out.setdefault(inst.doc_id, []).append(tuple(inst.arguments))
     docs = list(task.eval_docs)
-    return {i: (sorted(args, key=repr), inst_type, task.doc_to_target(docs[i]))
-            for (i, args), inst_type in zip(sorted(out.items()), [task.OUTPUT_TYPE] * len(out))}
+    return {i: (sorted(args, key=repr), task.OUTPUT_TYPE, task.doc_to_target(docs[i])) for i, args in out.items()}
 
 
 @pytest.mark.parametrize("task", local_suite.KNOWLEDGE + local_suite.RETRIEVAL)
