@@ -162,6 +162,10 @@ def test_the_study_resolves_the_tasks_and_keeps_each_metric_and_filter_apart(olm
         ("arc_easy_local", "acc", "none"), ("arc_easy_local", "acc_norm", "none"),
         ("gsm8k_local", "exact_match", "flexible-extract"), ("gsm8k_local", "exact_match", "strict-match"),
         ("lambada_openai_local", "acc", "none"), ("lambada_openai_local", "perplexity", "none")]
+    # every 0/1 mean carries its n and 95% interval (gsm8k under each filter); perplexity does not
+    binomial = rows[rows.metric != "perplexity"]
+    assert (binomial.n == 3).all() and binomial.ci_low.notna().all()
+    assert rows[rows.metric == "perplexity"].n.isna().all()
     with pytest.raises(ConfigError, match="no exemplars"):
         evaluate(model, tok, ["arc_easy_local"], suite, num_fewshot=5)
     with pytest.raises(ConfigError, match="rule local_suite"):

