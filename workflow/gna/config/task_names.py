@@ -134,11 +134,12 @@ def unknown_task(tasks: dict) -> str | None:
         where = "{name} is not a micro task with data: no {name}.jsonl in " + str(tasks["micro_data"])
     else:
         from ..evaluation.local_mmlu import TASKS as LOCAL_TASKS  # built by the workflow (benchmarks.smk)
+        from ..evaluation.local_suite import TASKS as SUITE_TASKS
 
         known = lm_eval_task_names()
         if known is None:
             return None
-        known = set(known) | set(LOCAL_TASKS)
+        known = set(known) | set(LOCAL_TASKS) | set(SUITE_TASKS)
         where = "{name} is not a task or group of lm-eval " + str(_lm_eval_version())
     for key, name in named:
         if name not in known:

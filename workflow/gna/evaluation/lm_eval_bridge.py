@@ -16,7 +16,8 @@ a BOS, the effective max length, the multiturn flag, the task definitions and ea
 Log-probs are computed in float32 (``softmax_dtype``), whatever the model's dtype.
 
 Rows of a metric that is a mean of 0/1 over the questions of a task with a fixed sample (the local
-MMLU tasks, :mod:`gna.evaluation.local_mmlu`) also carry ``n`` and a 95% Clopper-Pearson interval
+MMLU tasks, :mod:`gna.evaluation.local_mmlu`, and the tasks from the pinned benchmark files,
+:mod:`gna.evaluation.local_suite`) also carry ``n`` and a 95% Clopper-Pearson interval
 (``ci_low``, ``ci_high``; :mod:`gna.evaluation.binomial`).
 
 With ``items=True`` an evaluation also keeps each question's answer (lm-eval's logged samples, read
@@ -37,7 +38,7 @@ from torch import nn
 from ..errors import ConfigError
 from ..interventions.vocabulary import applied
 from ..resume.store import section
-from . import local_mmlu
+from . import local_mmlu, local_suite
 from .binomial import accuracy_interval
 from .items import item_rows
 from .lm_eval_047 import INSTALLED, check_fewshot, task_config
@@ -50,15 +51,19 @@ class TaskSuite:
     """Resolves task names to what lm-eval takes: the micro tasks as dicts over local JSONL
     (``micro_data`` set), the local MMLU tasks over the sample ``local_mmlu_dir`` names (a folder
     :func:`gna.evaluation.local_mmlu.build` wrote), lm-eval's registered tasks (paper scale), or
-    ``extra`` task dicts (e.g. a KV probe's, from :func:`gna.probes.kv.lm_eval_task_config`)."""
+    ``extra`` task dicts (e.g. a KV probe's, from :func:`gna.probes.kv.lm_eval_task_config`), and the
+    tasks built from the pinned benchmark files (``<lm-eval task>_local``) in ``local_suite_dir`` (a
+    folder :func:`gna.evaluation.local_suite.build` wrote)."""
 
     def __init__(self, micro_data: str | None = None, extra: dict[str, dict] | None = None,
-                 local_mmlu_dir: str | None = None):
+                 local_mmlu_dir: str | None = None, local_suite_dir: str | None = None):
         self.micro_data, self.extra = micro_data, dict(extra or {})
         if micro_data is not None and not (Path(micro_data) / "micro_mmlu.jsonl").is_file():
             raise ConfigError(f"micro task data {micro_data!r} is missing (expected micro_mmlu.jsonl there)")
         if local_mmlu_dir is not None:
             self.extra.update({c["task"]: c for c in local_mmlu.task_configs(local_mmlu_dir)})
+        if local_suite_dir is not None:
+            self.extra.update({c["task"]: c for c in local_suite.task_configs(local_suite_dir)})
 
     def resolve(self, names: list[str]):
         from lm_eval.tasks import TaskManager
@@ -69,6 +74,10 @@ class TaskSuite:
         if stray:
             raise ConfigError(f"task(s) {stray} read the local MMLU sample: build it (rule local_mmlu) and "
                               "pass its folder")
+        stray = sorted(set(rest) & set(local_suite.TASKS))
+        if stray:
+            raise ConfigError(f"task(s) {stray} read the pinned benchmark files: build them (rule local_suite, "
+                              "benchmarks.suite) and pass their folder")
         if self.micro_data is not None and rest:
             from ..micro.lm_eval_tasks import task_configs
             local, rest = local + task_configs(self.micro_data, rest), []
@@ -116,6 +125,10 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
     from lm_eval.models.huggingface import HFLM
 
     check_fewshot(tasks, task_definitions, lambda t: fewshot_of(t, num_fewshot))
+    shots = [t for t in tasks if t in local_suite.TASKS and fewshot_of(t, num_fewshot)]
+    if shots:
+        raise ConfigError(f"eval.num_fewshot gives {shots[0]!r} {fewshot_of(shots[0], num_fewshot)} shots: the "
+                          "pinned files hold its evaluation split only, no exemplars (0 shots, the paper's setting)")
     if limit is not None and set(tasks) & set(local_mmlu.TASKS):
         raise ConfigError(f"eval.limit = {limit} would score the first questions of the local MMLU sample, a few "
                           "subjects only: set benchmarks.mmlu.size instead")
@@ -213,7 +226,7 @@ def _metric_key(key: str) -> tuple[str, str]:
 def tidy(results: dict[str, dict], num_fewshot: int | dict | None = 0, **fields) -> pd.DataFrame:
     """Long table: one row per (task, metric, filter), its few-shot count, and the constant ``fields``;
     from :class:`Scores`, also each task's version and the lm-eval settings, and for an accuracy of a
-    local MMLU task its ``n`` and 95% interval (``ci_low``, ``ci_high``).
+    local MMLU task or a task from the pinned files its ``n`` and 95% interval (``ci_low``, ``ci_high``).
 
     A plain ``{metric: value}`` (no filter) reads as filter ``"none"``."""
     settings, versions = getattr(results, "settings", {}), getattr(results, "versions", None)
@@ -225,7 +238,7 @@ def tidy(results: dict[str, dict], num_fewshot: int | dict | None = 0, **fields)
             metric, filt = key if isinstance(key, tuple) else (key, "none")
             row = dict(fields, task=t, metric=metric, filter=filt, num_fewshot=fewshot_of(t, num_fewshot), **ran,
                        value=v)
-            if metric in local_mmlu.BINOMIAL_METRICS.get(t, ()):
+            if metric in {**local_mmlu.BINOMIAL_METRICS, **local_suite.BINOMIAL_METRICS}.get(t, ()):
                 if t not in sizes:
                     raise ValueError(f"{t} {metric} = {v} has no question count: its interval cannot be given")
                 _, row["ci_low"], row["ci_high"] = accuracy_interval(v, sizes[t])

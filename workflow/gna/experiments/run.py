@@ -17,16 +17,18 @@ def evaluation_rows(spec: dict, tasks: list[str], interventions: list[dict], eva
     """Tidy rows (``fields`` + intervention, task, metric, value, provenance) of one condition.
 
     ``eval_cfg``: the study's validated ``eval`` settings (every key, the schema's defaults filled in)
-    and ``chat_tasks``, as the workflow's ``eval_params`` passes them (with ``local_mmlu_dir``, the local
-    MMLU tasks' folder, where the study evaluates them). ``model``: an already loaded
-    ``(model, tokenizer)``; ``suite``: tasks beyond the config's. ``answers``: a list to which the
-    condition's per-question answers are appended (:mod:`gna.evaluation.items`' table, with ``fields``
-    and the intervention in front), for :func:`write_answers`."""
+    and ``chat_tasks``, as the workflow's ``eval_params`` passes them (with ``local_mmlu_dir`` and
+    ``local_suite_dir``, the folders of the local MMLU tasks and of the pinned benchmarks' tasks, where
+    the study evaluates them). ``model``: an already loaded ``(model, tokenizer)``; ``suite``: tasks
+    beyond the config's. ``answers``: a list to which the condition's per-question answers are appended
+    (:mod:`gna.evaluation.items`' table, with ``fields`` and the intervention in front), for
+    :func:`write_answers`."""
     if model is None:
         model, tokenizer = load_model(spec)
     else:
         model, tokenizer = model
-    suite = suite or TaskSuite(micro_data, local_mmlu_dir=eval_cfg.get("local_mmlu_dir"))
+    suite = suite or TaskSuite(micro_data, local_mmlu_dir=eval_cfg.get("local_mmlu_dir"),
+                               local_suite_dir=eval_cfg.get("local_suite_dir"))
     results = evaluate(model, tokenizer, tasks, suite, interventions,
                        batch_size=eval_cfg["batch_size"], max_length=eval_cfg["max_length"],
                        limit=eval_cfg["limit"], chat_tasks=tuple(eval_cfg["chat_tasks"]),

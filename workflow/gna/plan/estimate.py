@@ -128,7 +128,9 @@ def lm_eval_tasks() -> dict:
 
 
 def task_size(task: str, limit: int | None = None) -> dict:
-    t = dict(lm_eval_tasks().get(task) or lm_eval_tasks()["_default"])
+    """The shape of ``task`` (a task built from pinned files, ``<task>_local``, has its lm-eval task's)."""
+    known = lm_eval_tasks()
+    t = dict(known.get(task) or known.get(task.removesuffix("_local")) or known["_default"])
     if limit:
         t["docs"] = min(t["docs"], int(limit))
     return t
