@@ -66,7 +66,7 @@ def format_probes(n_pairs: int, n_examples: int, seed: int, formats=FORMATS, sep
             "paper": (PAPER_HEADER + "\n".join(f"{k}:{v}" for k, v in zip(keys, vals))
                       + f"\nThe value of the key '{keys[q]}' is", [separator + str(v) for v in vals], q),
             "compact": (compact, [separator + str(v) for v in vals], q),
-            "letter": (listed, [" " + LETTERS[j] for j in range(n_options)], options.index(values[q])),
+            "letter": (listed, [" " + LETTERS[j] for j in range(n_options)], options.index(vals[q])),
             # after "Answer:" a space, as before MMLU's letters, whatever the dictionary's separator
             "value": (listed, [" " + str(v) for v in options], options.index(vals[q])),
         }
