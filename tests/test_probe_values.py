@@ -134,3 +134,17 @@ def test_one_study_draws_each_models_values_by_its_tokenizer(paper_jobs):
     probes = {wc["values"] for rule, wc in paper_jobs if rule == "kv_probe" and wc["n_pairs"] == "20"
               and wc["seed"] == "0"}
     assert probes == {"", "-v10-99"}
+
+
+def test_smollm2s_own_tokenizer_needs_the_two_digit_rule(smollm2_gguf):
+    """The real SmolLM2-135M-Instruct tokenizer (from the pinned GGUF; skipped where it cannot be fetched)."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(smollm2_gguf.parent), gguf_file=smollm2_gguf.name)
+    prompt = generate_kv_probe(1, 1, 0, fmt="paper")[0]["prompt"]
+    assert choose_rule(tok, prompt, "") == choose_rule(tok, prompt, " ") == "10-99"
+    old = generate_kv_probe(20, 100, 0, separator="", fmt="paper")
+    with pytest.raises(ProbeError, match="proper prefix"):
+        encode(old, tok)
+    new = encode(generate_kv_probe(20, 100, 0, separator="", fmt="paper", values="10-99"), tok)
+    assert not any(unreachable_answers([{"answer": a} for a in new.answers.tolist()], new.choice_ids))
