@@ -368,7 +368,7 @@ def format_probe(fmt, values=""):
 
 
 def model_rule_tag(model, separator=None):
-    """The part of a probe's name that names ``model``'s value rule (kv_values): "" for the paper's 0-99."""
+    """The part of a probe's name that names ``model``'s kv_values ("" for the paper's 0-99)."""
     return rule_tag(kv_values(model, separator))
 
 
