@@ -131,7 +131,7 @@ def paper_jobs():
 def test_one_study_draws_each_models_values_by_its_tokenizer(paper_jobs):
     """paper.yaml mixes Llama-3 (one token per value) with Zamba2 (Mistral's digits): its KV probes of
     the scan's 20 pairs are the paper's 0-99 file and a 10-99 one, each scan reading its model's."""
-    probes = {wc["values"] for rule, wc in paper_jobs if rule == "kv_probe" and wc["n_pairs"] == "20"
+    probes = {wc["values_tag"] for rule, wc in paper_jobs if rule == "kv_probe" and wc["n_pairs"] == "20"
               and wc["seed"] == "0"}
     assert probes == {"", "-v10-99"}
 

@@ -7,18 +7,18 @@
 
 rule kv_probe:
     output:
-        "results/probes/kv-{fmt}-n{n_pairs}-s{seed}-{sep}{values}.examples.jsonl",
+        "results/probes/kv-{fmt}-n{n_pairs}-s{seed}-{sep}{values_tag}.examples.jsonl",
     wildcard_constraints:
         fmt="paper|compact",
         n_pairs=r"\d+",
         seed=r"\d+",
         sep="space|nosep",
-        values="|".join(re.escape(rule_tag(r)) for r in VALUE_RULES),
+        values_tag="|".join(re.escape(rule_tag(r)) for r in VALUE_RULES),
     params:
         n_examples=config["kv_probe"]["n_examples"],
         separator=lambda wc: SEPARATORS[wc.sep],
     log:
-        "logs/probes/kv-{fmt}-n{n_pairs}-s{seed}-{sep}{values}.log",
+        "logs/probes/kv-{fmt}-n{n_pairs}-s{seed}-{sep}{values_tag}.log",
     conda:
         CPU_ENV
     script:

@@ -67,11 +67,11 @@ rule head_pairs_figure:
 
 rule format_probes:
     # One KV retrieval in every format of probe_formats.formats, on the same keys, values and queries;
-    # {values}: the value rule's part of the names ("" for the paper's 0-99; the script reads it)
+    # {values_tag}: the value rule's part of the names ("" for the paper's 0-99; the script reads it)
     output:
-        [format_probe(f, "{values}") for f in PROBE_FORMATS.get("formats", [])],
+        [format_probe(f, "{values_tag}") for f in PROBE_FORMATS.get("formats", [])],
     wildcard_constraints:
-        values="|".join(re.escape(rule_tag(r)) for r in VALUE_RULES),
+        values_tag="|".join(re.escape(rule_tag(r)) for r in VALUE_RULES),
     params:
         formats=PROBE_FORMATS.get("formats"),
         key_pool=PROBE_FORMATS.get("keys"),
@@ -81,7 +81,7 @@ rule format_probes:
         seed=config["kv_probe"]["seed"],
         separator=config["kv_probe"]["separator"],
     log:
-        "logs/probes/formats{values}.log",
+        "logs/probes/formats{values_tag}.log",
     conda:
         CPU_ENV
     script:
