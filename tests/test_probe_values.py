@@ -148,3 +148,32 @@ def test_smollm2s_own_tokenizer_needs_the_two_digit_rule(smollm2_gguf):
         encode(old, tok)
     new = encode(generate_kv_probe(20, 100, 0, separator="", fmt="paper", values="10-99"), tok)
     assert not any(unreachable_answers([{"answer": a} for a in new.answers.tolist()], new.choice_ids))
+
+
+def _study_with_tokenizer(tmp_path, tok: Tokenizer) -> dict:
+    """The micro study with micro-llama's tokenizer.json replaced by ``tok`` (its config only: the
+    dry run reads no weights)."""
+    from gna.config.schema import with_defaults
+
+    model = tmp_path / "micro-llama"
+    model.mkdir(parents=True)
+    for name in ("config.json", "tokenizer_config.json"):
+        (model / name).write_bytes((ROOT / "data/models/micro-llama" / name).read_bytes())
+    tok.save(str(model / "tokenizer.json"))
+    config = with_defaults(yaml.safe_load((ROOT / "config.yaml").read_text()))
+    config["models"]["micro-llama"]["path"] = str(model)
+    return config
+
+
+def test_auto_reads_a_tokenizer_on_disk_when_the_workflow_is_parsed(tmp_path):
+    from gna.plan import dag_jobs
+    from gna.plan.jobs import PlanError
+
+    jobs = dag_jobs(_study_with_tokenizer(tmp_path / "digits", bpe(digits=True)), workdir=ROOT)
+    scan_probes = {wc["values_tag"] for rule, wc in jobs if rule == "kv_probe" and wc["n_pairs"] == "8"
+                   and wc["seed"] == "0"}
+    assert scan_probes == {"", "-v10-99"}   # micro-llama now splits digits, the other micro models do not
+    with pytest.raises(PlanError, match=r"models\.micro-llama\.kv_values \(auto\): no KV value rule suits"):
+        # "k3 ?" + " 12" -> ..., "? 1", "2": after the prompt, "12" continues as "2", "20" as "2", "0"
+        glued = bpe(digits=False, merges=[("?", " "), ("? ", "1")])
+        dag_jobs(_study_with_tokenizer(tmp_path / "glued", glued), workdir=ROOT)

@@ -7,14 +7,14 @@ from snakemake.utils import validate
 
 from gna.config import checks as config_checks
 from gna.evaluation.local_mmlu import TASKS as LOCAL_MMLU_TASKS
-from gna.errors import ProbeError
+from gna.errors import ConfigError, ProbeError
 from gna.experiments.registry import Estimator, Registry, Section
 from gna.hybrid.study.variants import WILDCARD as VARIANT_WILDCARD
 from gna.hybrid.study.variants import distill_variants
-from gna.probes.kv import generate_kv_probe
-from gna.probes.values import DEFAULT_RULE, VALUE_RULES, choose_rule, rule_tag
 from gna.hybrid.study.stage_ranks import check_split, cpus_per_rank, launch_resources, stage_world
 from gna.hybrid.study.token_sets import token_sets, tokens_of
+from gna.probes.kv import generate_kv_probe
+from gna.probes.values import DEFAULT_RULE, VALUE_RULES, choose_rule, rule_tag
 
 # One torch thread per job: two threads on a loaded 2-core machine ran 13-17x slower.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -211,10 +211,14 @@ def kv_values(name, separator=None):
             p = config["kv_probe"]
             prompt = generate_kv_probe(1, 1, p["seed"], fmt=p["format"])[0]["prompt"]
             try:
-                _KV_VALUES[name, sep] = choose_rule(Tokenizer.from_file(path), prompt, sep, what=f"model {name!r}")
+                _KV_VALUES[name, sep] = choose_rule(Tokenizer.from_file(path), prompt, sep, what=name)
             except ProbeError as e:
-                raise WorkflowError(f"models.{name}: {e}") from None
+                raise ConfigError(f"models.{name}.kv_values (auto): {e}") from None
     return _KV_VALUES[name, sep]
+
+
+for _name in config["models"]:  # while the rules are read: a tokenizer no rule suits is one line (Snakefile)
+    kv_values(_name)
 
 
 def probe_name(n_pairs, seed=None, separator=None, model=None):
