@@ -15,7 +15,9 @@ for the micro study's word-level models (trained on exactly this)::
     k3 ?
 
 Unlike the official code (global ``random``, no seed) everything is drawn from one
-``random.Random(seed)``: the same seed gives the same probe set on any machine.
+``random.Random(seed)``: the same seed gives the same probe set on any machine. The values are
+distinct numbers drawn by a rule (:mod:`gna.probes.values`): the paper's 0..99, or 10..99 for a
+tokenizer that splits numbers into digits (under which "7" would be a prefix of "72").
 """
 from __future__ import annotations
 
@@ -29,7 +31,6 @@ from ..io import atomic_open
 from .values import DEFAULT_RULE, check_examples, rule_tag, values_of
 
 FORMATS = ("paper", "compact")
-N_VALUES = 100  # values are distinct numbers from 0..99, so at most 100 pairs
 SWEEP_N = tuple(range(10, 51, 5))  # the paper's n = 10, 15, ..., 50
 PAPER_HEADER = "Memorize the following dictionary:\n"
 COMPACT_KEYS = tuple(f"k{i}" for i in range(300))
