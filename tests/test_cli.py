@@ -62,7 +62,8 @@ def pipeline_scan(model_path: str, name: str, work: Path, force: bool = False, m
     run_script("kv_probe", FakeSnakemake(
         "kv_probe", work / "logs/probe.log", output=[str(probe)],
         params=dict(n_examples=PROBE["n_examples"], separator=PROBE["separator"]),
-        wildcards=dict(fmt=PROBE["fmt"], n_pairs=str(PROBE["n_pairs"]), seed=str(PROBE["seed"]), sep="space")))
+        wildcards=dict(fmt=PROBE["fmt"], n_pairs=str(PROBE["n_pairs"]), seed=str(PROBE["seed"]), sep="space",
+                       values_tag="")))
     out = work / "results/scan"
     run_script("head_scan", FakeSnakemake(
         "head_scan", work / "logs/scan.log", input=dict(model=model_path, probe=str(probe)),

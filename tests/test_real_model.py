@@ -46,7 +46,8 @@ def test_describe_reads_the_real_shape(smollm2_dir):
 
 def test_one_layer_exact_scan_equals_the_naive_loop(smollm2_dir):
     model, tok = load_model({"path": str(smollm2_dir), "device": "cpu"})
-    probe = encode(generate_kv_probe(n_pairs=3, n_examples=6, seed=0, fmt="paper"), tok)
+    # two-digit values: SmolLM2 splits numbers into digits, so 0..99 would make "7" a prefix of "72"
+    probe = encode(generate_kv_probe(n_pairs=3, n_examples=6, seed=0, fmt="paper", values="10-99"), tok)
     fast = scan_heads(model, probe, layers=[15], batch_size=3, max_rows=9, progress=False)
     slow = naive_scan_heads(model, probe, layers=[15])
     joined = fast.merge(slow, on=["layer", "kind", "head"], suffixes=("", "_naive"))

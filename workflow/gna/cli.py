@@ -113,6 +113,7 @@ def cmd_scan(args) -> int:
     from .io import atomic_path, write_csv
     from .models import load_model
     from .probes.kv import generate_kv_probe, write_jsonl
+    from .probes.values import choose_rule
     from .report import heatmaps
     from .report.common import save_figure
     from .scan.probe_size import probe_size_warning
@@ -127,7 +128,12 @@ def cmd_scan(args) -> int:
     # Everything is computed before anything is written, and written into a temporary directory
     # renamed to DIR at the end: a failing run leaves DIR as it was.
     model, tok = load_model(_spec(args))
-    examples = generate_kv_probe(args.pairs, args.n_examples, args.seed, separator=args.separator, fmt=args.format)
+    values = args.values
+    if values == "auto":  # the paper's 0-99 unless the tokenizer would make one value a prefix of another
+        prompt = generate_kv_probe(1, 1, args.seed, separator=args.separator, fmt=args.format)[0]["prompt"]
+        values = choose_rule(tok, prompt, args.separator, what=name)
+    examples = generate_kv_probe(args.pairs, args.n_examples, args.seed, separator=args.separator, fmt=args.format,
+                                 values=values)
     result = head_scan(model, tok, examples, model_name=name, method=args.method, batch_size=args.batch_size,
                        max_rows=args.max_rows, shared_prefix=args.shared_prefix, classify_top=args.classify_top,
                        classify_examples=args.classify_examples, threshold=args.threshold,
@@ -273,6 +279,11 @@ def parser() -> argparse.ArgumentParser:
                                                        "for the model? (scan.probe_check.*)")}
     for flag, key in SCAN_SETTINGS:
         _setting_option(groups[key.rpartition(".")[0]], flag, key)
+    groups["kv_probe"].add_argument("--values", choices=["auto", "0-99", "10-99"], default="auto",
+                                    help="the numbers the values are drawn from (gna.probes.values; the study "
+                                    "config's models.<name>.kv_values): auto picks 0-99 (the paper's) unless the "
+                                    "model's tokenizer would make one value a prefix of another ('7' of '72', "
+                                    "which could then never be chosen), then 10-99 (default: %(default)s)")
     groups["scan"].add_argument("--threads", type=int, help="torch threads (default: torch's own)")
     g = s.add_argument_group("head explorer (gna.report.explorer)")
     g.add_argument("--html", action="store_true", help="also write explorer.html, one self-contained page (no "

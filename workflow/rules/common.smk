@@ -7,12 +7,15 @@ from snakemake.utils import validate
 
 from gna.config import checks as config_checks
 from gna.evaluation.local_mmlu import TASKS as LOCAL_MMLU_TASKS
+from gna.errors import ConfigError, ProbeError
 from gna.evaluation.local_suite import SUFFIX as SUITE_SUFFIX, TASKS as LOCAL_SUITE_TASKS
 from gna.experiments.registry import Estimator, Registry, Section
 from gna.hybrid.study.variants import WILDCARD as VARIANT_WILDCARD
 from gna.hybrid.study.variants import distill_variants
 from gna.hybrid.study.stage_ranks import check_split, cpus_per_rank, launch_resources, stage_world
 from gna.hybrid.study.token_sets import token_sets, tokens_of
+from gna.probes.kv import generate_kv_probe
+from gna.probes.values import DEFAULT_RULE, VALUE_RULES, choose_rule, rule_tag
 
 # One torch thread per job: two threads on a loaded 2-core machine ran 13-17x slower.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -195,21 +198,65 @@ def result_fields(model, experiment, teacher=None, **extra):
 SEPARATORS = {"space": " ", "nosep": ""}
 
 
-def probe_name(n_pairs, seed=None, separator=None):
-    """A KV probe set's name: the config's format, ``seed`` and ``separator`` (default: kv_probe's)."""
+def _tokenizer_on_disk(name):
+    """The tokenizer.json of a model (or of its ``tokenizer``) in a directory the study does not write,
+    or None: a rule's output (results/) or a hub id is not read while the DAG is built."""
+    m = config["models"][name]
+    src = shipped_path(m.get("tokenizer")) or (None if "random" in m or "gguf" in m else model_source(name))
+    path = os.path.join(src, "tokenizer.json") if src else None
+    return path if path and not src.startswith("results/") and os.path.isfile(path) else None
+
+
+_KV_VALUES = {}
+
+
+def kv_values(name, separator=None):
+    """The value rule (gna.probes.values) of the KV probes model ``name`` is scored on, with ``separator``
+    (default kv_probe's): its kv_values; "auto" (the default) tests its tokenizer where it is on disk
+    (0-99, else 10-99 where one value's tokens would be a prefix of another's) and is 0-99 otherwise,
+    which the job checks when it encodes the probe. None: the default rule."""
+    if name is None:
+        return DEFAULT_RULE
+    sep = config["kv_probe"]["separator"] if separator is None else separator
+    chosen = config["models"][name].get("kv_values", "auto")
+    if chosen != "auto":
+        return chosen
+    if (name, sep) not in _KV_VALUES:
+        path = _tokenizer_on_disk(name)
+        if path is None:
+            _KV_VALUES[name, sep] = DEFAULT_RULE
+        else:
+            from tokenizers import Tokenizer
+
+            p = config["kv_probe"]
+            prompt = generate_kv_probe(1, 1, p["seed"], fmt=p["format"])[0]["prompt"]
+            try:
+                _KV_VALUES[name, sep] = choose_rule(Tokenizer.from_file(path), prompt, sep, what=name)
+            except ProbeError as e:
+                raise ConfigError(f"models.{name}.kv_values (auto): {e}") from None
+    return _KV_VALUES[name, sep]
+
+
+for _name in config["models"]:  # while the rules are read: a tokenizer no rule suits is one line (Snakefile)
+    kv_values(_name)
+
+
+def probe_name(n_pairs, seed=None, separator=None, model=None):
+    """A KV probe set's name: the config's format, ``seed``, ``separator`` (default: kv_probe's) and the
+    value rule of ``model`` (kv_values; named only where it is not the paper's 0-99)."""
     p = config["kv_probe"]
     sep = p["separator"] if separator is None else separator
     tag = {v: k for k, v in SEPARATORS.items()}.get(sep)
     if tag is None:
         raise ValueError(f"KV probe separator {sep!r} is not one of {list(SEPARATORS.values())}")
-    return f"kv-{p['format']}-n{n_pairs}-s{p['seed'] if seed is None else seed}-{tag}"
+    return f"kv-{p['format']}-n{n_pairs}-s{p['seed'] if seed is None else seed}-{tag}{rule_tag(kv_values(model, sep))}"
 
 
-def probe_path(n_pairs=None, seed=None, separator=None):
+def probe_path(n_pairs=None, seed=None, separator=None, model=None):
     """The KV probe set file (written by kv_probe) of ``n_pairs`` (default: the scan's), ``seed`` and
-    ``separator`` (defaults: kv_probe's)."""
+    ``separator`` (defaults: kv_probe's), its values drawn by ``model``'s rule (kv_values)."""
     n = config["scan"]["n_pairs"] if n_pairs is None else n_pairs
-    return f"results/probes/{probe_name(n, seed, separator)}.examples.jsonl"
+    return f"results/probes/{probe_name(n, seed, separator, model)}.examples.jsonl"
 
 
 def experiment_config(name):
@@ -284,11 +331,12 @@ def scan_method(model):
     return config["scan"].get("method_by_model", {}).get(model, config["scan"]["method"])
 
 
-def scan_probe(scan_dir):
+def scan_probe(scan_dir, model):
     """results/scan (and scan_fast, its atp+exact check) ranks on the G&A probe (kv_probe.separator);
     results/scan_distill on the follow-up's (hybrid_distillation.kv_separator), for the distilled teacher."""
     own = scan_dir not in ("scan", "scan_fast")
-    return probe_path(separator=experiment_config("hybrid_distillation").get("kv_separator") if own else None)
+    return probe_path(separator=experiment_config("hybrid_distillation").get("kv_separator") if own else None,
+                      model=model)
 
 
 # used by heads.smk
@@ -335,11 +383,17 @@ def _distill_data_at(data, stage):
 
 
 # used by questions.smk
-def format_probe(fmt):
-    """The probe of one format (probe_formats.formats), on the scan's pairs, kv_probe's seed and separator."""
+def format_probe(fmt, values=""):
+    """The probe of one format (probe_formats.formats), on the scan's pairs, kv_probe's seed and separator;
+    ``values``: its value rule's part of the name (gna.probes.values.rule_tag; a model's kv_values)."""
     p = config["kv_probe"]
     tag = {v: k for k, v in SEPARATORS.items()}[p["separator"]]
-    return f"results/probes/formats/kv-n{config['scan']['n_pairs']}-s{p['seed']}-{tag}.{fmt}.examples.jsonl"
+    return f"results/probes/formats/kv-n{config['scan']['n_pairs']}-s{p['seed']}-{tag}{values}.{fmt}.examples.jsonl"
+
+
+def model_rule_tag(model, separator=None):
+    """The part of a probe's name that names ``model``'s kv_values ("" for the paper's 0-99)."""
+    return rule_tag(kv_values(model, separator))
 
 
 # used by questions.smk

@@ -72,7 +72,7 @@ rule kv_pairs:
     input:
         model=lambda wc: model_input(wc.model),
         ga="results/scan/{model}.ga.csv",
-        probes=[probe_path(n, s) for n, s in KV_PAIRS_PROBES],
+        probes=lambda wc: [probe_path(n, s, model=wc.model) for n, s in KV_PAIRS_PROBES],
     output:
         "results/kv_pairs/{model}/{condition}.csv",
         answers="results/kv_pairs/{model}/{condition}.answers.csv",

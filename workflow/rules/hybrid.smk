@@ -87,10 +87,13 @@ if DISTILL.get("ranking") == "over_seeds" and set(KV_EVAL_SEEDS) & set(experimen
     raise ValueError(f"experiments.hybrid_distillation.ranking = over_seeds ranks on probe seeds "
                      f"{experiment_config('ranking_seeds')['seeds']}, which kv_eval_seeds {KV_EVAL_SEEDS} share: the "
                      "hybrids' KV retrieval would be scored on the prompts their heads were selected on")
-KV_EVAL_PROBES = [probe_path(seed=s, separator=DISTILL_SEPARATOR) for s in KV_EVAL_SEEDS]
-# mohawk's KV-Ret (top-1 over the vocabulary, gna.probes.top1) on its own number of pairs (mohawk: 50)
-KV_TOP1_PROBES = [probe_path(n_pairs=DISTILL.get("kv_top1_pairs"), seed=s, separator=DISTILL_SEPARATOR)
-                  for s in KV_EVAL_SEEDS]
+# The hybrids' KV probes, and mohawk's KV-Ret's (top-1 over the vocabulary, gna.probes.top1) on its own
+# number of pairs (mohawk: 50): the students keep their teacher's tokenizer, so the teacher's value rule
+# (kv_values) names the files of both
+KV_EVAL_PROBES = lambda teacher: [probe_path(seed=s, separator=DISTILL_SEPARATOR, model=teacher)
+                                  for s in KV_EVAL_SEEDS]
+KV_TOP1_PROBES = lambda teacher: [probe_path(n_pairs=DISTILL.get("kv_top1_pairs"), seed=s,
+                                             separator=DISTILL_SEPARATOR, model=teacher) for s in KV_EVAL_SEEDS]
 
 # Paper scale reads web data (fineweb-edu, finemath): rule distill_tokens tokenizes each mix once into
 # results/distill_data/<teacher>/<split>-<digest>/, where the Hub is reachable; every job below reads those
@@ -278,8 +281,8 @@ rule evaluate_hybrid:
     input:
         model=lambda wc: (model_input(wc.teacher) if wc.variant == "teacher"
                           else [f"results/hybrid/{wc.teacher}/{wc.variant}/stage3"]),
-        probes=KV_EVAL_PROBES,
-        top1_probes=KV_TOP1_PROBES,
+        probes=lambda wc: KV_EVAL_PROBES(wc.teacher),
+        top1_probes=lambda wc: KV_TOP1_PROBES(wc.teacher),
         tokens=tokens_of(TOKEN_SETS, "heldout"),
     output:
         "results/hybrid/{teacher}/{variant}.csv",

@@ -21,7 +21,7 @@ rule head_pairs:
     # chance, by exhaustive search over the candidate pool.
     input:
         model=lambda wc: model_input(wc.model),
-        probe=probe_path(),
+        probe=lambda wc: probe_path(model=wc.model),
         ranking="results/scan/{model}.ranking.csv",
     output:
         pairs="results/questions/pairs/{model}.pairs.csv",
@@ -66,9 +66,12 @@ rule head_pairs_figure:
 
 
 rule format_probes:
-    # One KV retrieval in every format of probe_formats.formats, on the same keys, values and queries.
+    # One KV retrieval in every format of probe_formats.formats, on the same keys, values and queries;
+    # {values_tag}: the value rule's part of the names ("" for the paper's 0-99; the script reads it)
     output:
-        [format_probe(f) for f in PROBE_FORMATS.get("formats", [])],
+        [format_probe(f, "{values_tag}") for f in PROBE_FORMATS.get("formats", [])],
+    wildcard_constraints:
+        values_tag="|".join(re.escape(rule_tag(r)) for r in VALUE_RULES),
     params:
         formats=PROBE_FORMATS.get("formats"),
         key_pool=PROBE_FORMATS.get("keys"),
@@ -78,7 +81,7 @@ rule format_probes:
         seed=config["kv_probe"]["seed"],
         separator=config["kv_probe"]["separator"],
     log:
-        "logs/probes/formats.log",
+        "logs/probes/formats{values_tag}.log",
     conda:
         CPU_ENV
     script:
@@ -89,7 +92,7 @@ rule format_scan:
     # The scan under every format; the rank correlations and the ranking across formats.
     input:
         model=lambda wc: model_input(wc.model),
-        probes=[format_probe(f) for f in PROBE_FORMATS.get("formats", [])],
+        probes=lambda wc: [format_probe(f, model_rule_tag(wc.model)) for f in PROBE_FORMATS.get("formats", [])],
     output:
         rankings="results/questions/formats/{model}.rankings.csv",
         ranking="results/questions/formats/{model}.ranking.csv",
@@ -134,7 +137,7 @@ rule ranking_seed_scan:
     # The scan on another probe seed's prompts (the exact ranking; kv_probe.seed's is the scan's own).
     input:
         model=lambda wc: model_input(wc.model),
-        probe=lambda wc: probe_path(seed=int(wc.seed)),
+        probe=lambda wc: probe_path(seed=int(wc.seed), model=wc.model),
     output:
         "results/questions/seeds/{model}/s{seed}.ranking.csv",
     wildcard_constraints:
@@ -160,7 +163,7 @@ rule ranking_seeds:
     input:
         model=lambda wc: model_input(wc.model),
         rankings=lambda wc: [seed_ranking(wc.model, s) for s in RANKING_SEEDS["seeds"]],
-        probes=lambda wc: [probe_path(seed=s) for s in RANKING_SEEDS["seeds"]],
+        probes=lambda wc: [probe_path(seed=s, model=wc.model) for s in RANKING_SEEDS["seeds"]],
     output:
         spread="results/questions/seeds/{model}.spread.csv",
         ranking="results/questions/seeds/{model}.ranking.csv",
@@ -227,7 +230,7 @@ rule ga_paths:
     # value (every position, the value tokens, the final positions); its direct path to the logits.
     input:
         model=lambda wc: model_input(wc.model),
-        probe=probe_path(),
+        probe=lambda wc: probe_path(model=wc.model),
         ga="results/scan/{model}.ga.csv",
     output:
         "results/questions/paths/{model}.csv",

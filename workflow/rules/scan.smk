@@ -6,7 +6,7 @@
 rule head_scan:
     input:
         model=lambda wc: model_input(wc.model),
-        probe=lambda wc: scan_probe(wc.scan_dir),
+        probe=lambda wc: scan_probe(wc.scan_dir, wc.model),
     output:
         ranking="results/{scan_dir}/{model}.ranking.csv",
         ga="results/{scan_dir}/{model}.ga.csv",
@@ -100,7 +100,7 @@ rule ga_heatmaps:
 rule head_patterns:
     input:
         model=lambda wc: model_input(wc.model),
-        probe=scan_probe("scan"),
+        probe=lambda wc: scan_probe("scan", wc.model),
         ranking="results/scan/{model}.ranking.csv",
         ga="results/scan/{model}.ga.csv",
     output:

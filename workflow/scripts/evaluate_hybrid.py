@@ -18,7 +18,7 @@ with job(snakemake) as log:
     model, tok = load_model(p.spec)
     # KV retrieval on one probe set per seed (never the ranking's): rows task "kv_retrieval", probe_seed
     kv = {f"kv_retrieval_s{s}": (s, path) for s, path in zip(p.kv_seeds, snakemake.input.probes)}
-    extra = {name: lm_eval_task_config(path, name) for name, (_, path) in kv.items()}
+    extra = {name: lm_eval_task_config(path, name, tokenizer=tok) for name, (_, path) in kv.items()}
     answers = []
     rows = evaluation_rows(p.spec, [*p.tasks, *extra], [], p.eval, p.micro_data, p.fields,
                            model=(model, tok), suite=TaskSuite(p.micro_data, extra=extra), answers=answers)

@@ -25,9 +25,11 @@ with job(snakemake) as log:
     else:
         # one probe set per (pairs, probe seed): the spread over seeds is the probe draw's
         names = [f"kv_n{n}_s{seed}" for n, seed in p.probes]
-        extra = {name: lm_eval_task_config(path, name) for name, path in zip(names, snakemake.input.probes)}
-        interventions = [{"ablate_heads": heads}] if heads else []
         model = load_model(p.spec)
+        # with the tokenizer: a probe whose values it makes prefixes of each other is refused before lm-eval runs
+        extra = {name: lm_eval_task_config(path, name, tokenizer=model[1])
+                 for name, path in zip(names, snakemake.input.probes)}
+        interventions = [{"ablate_heads": heads}] if heads else []
         rows = evaluation_rows(p.spec, list(extra), interventions, p.eval, None, p.fields, model=model,
                                suite=TaskSuite(extra=extra), answers=answers)
         parts = rows.task.str.extract(r"^kv_n(\d+)_s(\d+)$").astype(int)

@@ -15,7 +15,9 @@ for the micro study's word-level models (trained on exactly this)::
     k3 ?
 
 Unlike the official code (global ``random``, no seed) everything is drawn from one
-``random.Random(seed)``: the same seed gives the same probe set on any machine.
+``random.Random(seed)``: the same seed gives the same probe set on any machine. The values are
+distinct numbers drawn by a rule (:mod:`gna.probes.values`): the paper's 0..99, or 10..99 for a
+tokenizer that splits numbers into digits (under which "7" would be a prefix of "72").
 """
 from __future__ import annotations
 
@@ -26,9 +28,9 @@ from pathlib import Path
 
 from ..errors import ProbeError
 from ..io import atomic_open
+from .values import DEFAULT_RULE, check_examples, rule_tag, values_of
 
 FORMATS = ("paper", "compact")
-N_VALUES = 100  # values are distinct numbers from 0..99, so at most 100 pairs
 SWEEP_N = tuple(range(10, 51, 5))  # the paper's n = 10, 15, ..., 50
 PAPER_HEADER = "Memorize the following dictionary:\n"
 COMPACT_KEYS = tuple(f"k{i}" for i in range(300))
@@ -49,7 +51,7 @@ def english_words() -> tuple[str, ...]:
 
 
 def generate_kv_probe(n_pairs: int, n_examples: int, seed: int, separator: str = " ",
-                      fmt: str = "paper", key_pool=None) -> list[dict]:
+                      fmt: str = "paper", key_pool=None, values: str = DEFAULT_RULE) -> list[dict]:
     """``n_examples`` KV-retrieval examples with ``n_pairs`` pairs each; same seed, same list.
 
     Each example: ``{"id", "fmt", "n_pairs", "seed", "prompt", "choices", "answer", "query"}``;
@@ -64,11 +66,16 @@ def generate_kv_probe(n_pairs: int, n_examples: int, seed: int, separator: str =
     before it, so there " 42" is two tokens (" ", "42"): the shared " " adds the same log-prob to
     every choice and does not change the ranking (and the scorer still needs one row per
     example, see ``gna.probes.scoring``). Pass ``separator=""`` to copy the official code.
+
+    ``values`` names the numbers drawn from (:mod:`gna.probes.values`): "0-99" (the paper's; these
+    examples are as they always were) or "10-99" (two digits each, for tokenizers that split numbers
+    into digits: ids and the ``values`` field name the rule).
     """
     if fmt not in FORMATS:
         raise ProbeError(f"probe format {fmt!r} is not one of {FORMATS}")
-    if not 1 <= n_pairs <= N_VALUES:
-        raise ProbeError(f"n_pairs={n_pairs} outside 1..{N_VALUES}: values are distinct numbers 0..{N_VALUES - 1}")
+    drawn = values_of(values)
+    if not 1 <= n_pairs <= len(drawn):
+        raise ProbeError(f"n_pairs={n_pairs} outside 1..{len(drawn)}: values are distinct numbers {values}")
     if n_examples < 0:
         raise ProbeError(f"n_examples={n_examples} is negative")
     if key_pool is None:
@@ -79,19 +86,20 @@ def generate_kv_probe(n_pairs: int, n_examples: int, seed: int, separator: str =
         raise ProbeError(f"key pool has {len(pool)} distinct keys, fewer than n_pairs={n_pairs}")
 
     rng = random.Random(seed)
+    tag, extra = rule_tag(values), ({} if values == DEFAULT_RULE else {"values": values})
     examples = []
     for i in range(n_examples):
         keys = rng.sample(pool, n_pairs)
-        values = rng.sample(range(N_VALUES), n_pairs)
+        vals = rng.sample(drawn, n_pairs)
         q = rng.randrange(n_pairs)
         if fmt == "paper":
-            prompt = (PAPER_HEADER + "\n".join(f"{k}:{v}" for k, v in zip(keys, values))
+            prompt = (PAPER_HEADER + "\n".join(f"{k}:{v}" for k, v in zip(keys, vals))
                       + f"\nThe value of the key '{keys[q]}' is")
         else:
-            prompt = "\n".join(f"{k} {v}" for k, v in zip(keys, values)) + f"\n{keys[q]} ?"
-        examples.append({"id": f"kv-{fmt}-n{n_pairs}-s{seed}-{i}", "fmt": fmt, "n_pairs": n_pairs,
-                         "seed": seed, "prompt": prompt, "choices": [separator + str(v) for v in values],
-                         "answer": q, "query": keys[q]})
+            prompt = "\n".join(f"{k} {v}" for k, v in zip(keys, vals)) + f"\n{keys[q]} ?"
+        examples.append({"id": f"kv-{fmt}-n{n_pairs}-s{seed}{tag}-{i}", "fmt": fmt, "n_pairs": n_pairs,
+                         "seed": seed, "prompt": prompt, "choices": [separator + str(v) for v in vals],
+                         "answer": q, "query": keys[q], **extra})
     return examples
 
 
@@ -157,7 +165,7 @@ def read_jsonl(path) -> list[dict]:
     return examples
 
 
-def lm_eval_task_config(jsonl_path, task_name: str) -> dict:
+def lm_eval_task_config(jsonl_path, task_name: str, tokenizer=None) -> dict:
     """An lm-eval ``multiple_choice`` task over a probe JSONL, to pass in ``tasks=[...]``.
 
     The path is made absolute (lm-eval resolves relative ``data_files`` against the working
@@ -165,9 +173,14 @@ def lm_eval_task_config(jsonl_path, task_name: str) -> dict:
     The prompt, choices and answer are the examples' fields, named (lm-eval reads a named field
     as it is); a Jinja template of each (``"{{prompt}}"``) gives the same requests but is compiled
     again for every example, a third of a micro model's evaluation time.
+
+    With the model's ``tokenizer``, a probe whose values it encodes so that one is a prefix of another
+    (:mod:`gna.probes.values`) is refused here too.
     """
     path = Path(jsonl_path).resolve()
-    read_jsonl(path)  # a missing or malformed file is refused here, naming it, not deep inside lm-eval
+    examples = read_jsonl(path)  # a missing or malformed file is refused here, naming it, not deep inside lm-eval
+    if tokenizer is not None:
+        check_examples(examples, tokenizer, name=str(jsonl_path))
     return {
         "task": task_name,
         "dataset_path": "json",

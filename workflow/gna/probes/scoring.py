@@ -25,6 +25,7 @@ from torch import nn
 from ..errors import ProbeError
 from .batches import ProbeBatch, examples_per_batch, iter_batches  # noqa: F401 - importable from here
 from .encoded import EncodedProbe
+from .values import check_encoded
 
 
 @dataclass
@@ -62,7 +63,10 @@ def encode(examples, tokenizer, name: str = "probe set", packed: bool = False) -
     with it) and the continuation is ``encode(context + continuation)[len(context ids):]``, so a
     merge across the boundary is tokenized as in the whole text. ``packed``: one row per example
     with the continuations as branches (:mod:`gna.probes.batches`; attention models only), where
-    the choices do not fit one row anyway."""
+    the choices do not fit one row anyway.
+
+    A probe of the project's own (:mod:`gna.probes.values`) with a choice whose tokens are a proper
+    prefix of another's is refused here, before any model runs."""
     n_choices = _check(examples, name)
     bos = tokenizer.bos_token or tokenizer.eos_token
     prompt_ids, choice_ids = [], []
@@ -79,6 +83,7 @@ def encode(examples, tokenizer, name: str = "probe set", packed: bool = False) -
                 raise ProbeError(f"{name}: example {ex.get('id', f'#{i}')!r}: choice {c!r} encodes to no tokens")
         prompt_ids.append(ctx_ids)
         choice_ids.append(cont_ids)
+    check_encoded(examples, choice_ids, name)  # a value that is a prefix of another could never be chosen
     single = all(len(c) == 1 for cs in choice_ids for c in cs)
     one_row = all(len({tuple(c[:-1]) for c in cs}) == 1 for cs in choice_ids)  # equal prefixes, so equal lengths
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)

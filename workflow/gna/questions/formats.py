@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ProbeError
-from ..probes.kv import COMPACT_KEYS, N_VALUES, PAPER_HEADER, english_words
+from ..probes.kv import COMPACT_KEYS, PAPER_HEADER, english_words
+from ..probes.values import DEFAULT_RULE, rule_tag, values_of
 
 FORMATS = ("paper", "compact", "letter", "value")
 LETTERS = "ABCDEFGHIJ"
@@ -35,41 +36,44 @@ OPTION_SEED = 7919  # the option draws' generator: seed * OPTION_SEED + 1, apart
 
 
 def format_probes(n_pairs: int, n_examples: int, seed: int, formats=FORMATS, separator: str = " ",
-                  key_pool=None, n_options: int = 4) -> dict[str, list[dict]]:
-    """``{format: examples}``: example i of every format has the same keys, values and query."""
+                  key_pool=None, n_options: int = 4, values: str = DEFAULT_RULE) -> dict[str, list[dict]]:
+    """``{format: examples}``: example i of every format has the same keys, values and query; the
+    values drawn by the rule ``values`` (:mod:`gna.probes.values`), as the KV probe draws them."""
     bad = [f for f in formats if f not in FORMATS]
     if bad:
         raise ProbeError(f"probe formats {bad} are not among {FORMATS}")
-    if not 1 <= n_pairs <= N_VALUES:
-        raise ProbeError(f"n_pairs={n_pairs} outside 1..{N_VALUES}")
+    drawn = values_of(values)
+    if not 1 <= n_pairs <= len(drawn):
+        raise ProbeError(f"n_pairs={n_pairs} outside 1..{len(drawn)}: values are distinct numbers {values}")
     if not 2 <= n_options <= min(n_pairs, len(LETTERS)):
         raise ProbeError(f"n_options={n_options}: listed options need 2..min(n_pairs={n_pairs}, {len(LETTERS)})")
     pool = list(dict.fromkeys(key_pool if key_pool is not None else COMPACT_KEYS))
     if len(pool) < n_pairs:
         raise ProbeError(f"key pool has {len(pool)} distinct keys, fewer than n_pairs={n_pairs}")
     rng, opt_rng = random.Random(seed), random.Random(seed * OPTION_SEED + 1)
+    tag, extra = rule_tag(values), ({} if values == DEFAULT_RULE else {"values": values})
     out = {f: [] for f in formats}
     for i in range(n_examples):
         keys = rng.sample(pool, n_pairs)
-        values = rng.sample(range(N_VALUES), n_pairs)
+        vals = rng.sample(drawn, n_pairs)
         q = rng.randrange(n_pairs)
-        others = opt_rng.sample([v for j, v in enumerate(values) if j != q], n_options - 1)
+        others = opt_rng.sample([v for j, v in enumerate(vals) if j != q], n_options - 1)
         options = others[:]
-        options.insert(opt_rng.randrange(n_options), values[q])
-        compact = "\n".join(f"{k} {v}" for k, v in zip(keys, values)) + f"\n{keys[q]} ?"
+        options.insert(opt_rng.randrange(n_options), vals[q])
+        compact = "\n".join(f"{k} {v}" for k, v in zip(keys, vals)) + f"\n{keys[q]} ?"
         listed = compact + "\n" + "\n".join(f"{LETTERS[j]} {v}" for j, v in enumerate(options)) + "\nAnswer:"
         prompts = {
-            "paper": (PAPER_HEADER + "\n".join(f"{k}:{v}" for k, v in zip(keys, values))
-                      + f"\nThe value of the key '{keys[q]}' is", [separator + str(v) for v in values], q),
-            "compact": (compact, [separator + str(v) for v in values], q),
-            "letter": (listed, [" " + LETTERS[j] for j in range(n_options)], options.index(values[q])),
+            "paper": (PAPER_HEADER + "\n".join(f"{k}:{v}" for k, v in zip(keys, vals))
+                      + f"\nThe value of the key '{keys[q]}' is", [separator + str(v) for v in vals], q),
+            "compact": (compact, [separator + str(v) for v in vals], q),
+            "letter": (listed, [" " + LETTERS[j] for j in range(n_options)], options.index(vals[q])),
             # after "Answer:" a space, as before MMLU's letters, whatever the dictionary's separator
-            "value": (listed, [" " + str(v) for v in options], options.index(values[q])),
+            "value": (listed, [" " + str(v) for v in options], options.index(vals[q])),
         }
         for f in formats:
             prompt, choices, answer = prompts[f]
-            out[f].append({"id": f"kv-{f}-n{n_pairs}-s{seed}-{i}", "fmt": f, "n_pairs": n_pairs, "seed": seed,
-                           "prompt": prompt, "choices": choices, "answer": answer, "query": keys[q]})
+            out[f].append({"id": f"kv-{f}-n{n_pairs}-s{seed}{tag}-{i}", "fmt": f, "n_pairs": n_pairs, "seed": seed,
+                           "prompt": prompt, "choices": choices, "answer": answer, "query": keys[q], **extra})
     return out
 
 
