@@ -79,6 +79,7 @@ def test_each_task_has_its_interval_chance_and_cpu_per_question_and_a_mean_sums_
         assert t.loc[key, "cpu_s_per_item"] == pytest.approx(CPU[key[0]] / n)
     assert t.loc[("kv_n10", "acc", "none"), "chance"] == pytest.approx(0.1)
     assert t.loc[("piqa_local", "acc", "none"), "chance"] == 0.5
+    assert t.loc[("mmlu_local", "acc", "none"), "chance"] == 0.25
     assert t.loc[("gsm8k_local", "exact_match", "strict-match"), "value"] == pytest.approx(1 / 50)
     assert t.loc[("gsm8k_local", "exact_match", "flexible-extract"), "value"] == pytest.approx(4 / 50)
     ppl = t.loc[("lambada_openai_local", "perplexity", "none")]

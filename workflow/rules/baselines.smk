@@ -42,10 +42,10 @@ def baseline_files(kind):
 
 def baseline_sizes_note():
     suite, mmlu, kv = config["benchmarks"]["suite"], config["benchmarks"]["mmlu"], config["kv_probe"]
-    note = (f"Samples (seeded): benchmarks.suite.size = {suite['size']} (a task not named: all its documents), "
+    note = (f"Samples (seeded): benchmarks.suite.size = {suite['size'] or 'all'} (a task not named: all its documents), "
             f"seed {suite['seed']}")
     if "mmlu" in BASELINE_SOURCES.values():
-        note += f"; MMLU: {mmlu['size']} questions stratified by subject, seed {mmlu['seed']}"
+        note += f"; MMLU: {mmlu['size'] or 'all'} questions stratified by subject, seed {mmlu['seed']}"
     if "kv" in BASELINE_SOURCES.values():
         note += f"; KV: {kv['n_examples']} prompts of {BASELINES['kv_pairs']} pairs, seed {kv['seed']}"
     return note + "."

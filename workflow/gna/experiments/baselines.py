@@ -49,7 +49,7 @@ def chance(task: str) -> float:
     """The chance level of ``task``'s 0/1 metric (NaN where none is known: a BBH subtask's varies)."""
     if task.startswith(KV_PREFIX):
         return 1 / int(task[len(KV_PREFIX):])   # one of the prompt's n values
-    return CHANCE.get(task.removesuffix(SUFFIX), math.nan)
+    return CHANCE.get(task, CHANCE.get(task.removesuffix(SUFFIX), math.nan))
 
 
 def with_counts(rows: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
