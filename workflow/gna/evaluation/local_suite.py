@@ -259,17 +259,35 @@ def sample(docs: list[dict], size: int | None, seed: int, task: str) -> list[dic
     return [docs[i] for i in sorted(random.Random(f"{task}:{seed}").sample(range(len(docs)), size))]
 
 
-def build(root, out_dir, tasks: list[str] | None = None, size: int | None = None, seed: int = 0) -> dict:
+def task_sizes(tasks: list[str], size: int | dict | None) -> dict[str, int | None]:
+    """Each task's sample size from ``benchmarks.suite.size``: one number (or ``None``: all) for every
+    task, or a mapping task -> number or ``None``, a task it does not name taking all its documents (it
+    may name a known task the suite does not build, which is then not drawn)."""
+    if isinstance(size, dict):
+        unknown = sorted(set(size) - set(SOURCES))
+        if unknown:
+            raise ConfigError(f"benchmarks.suite.size names {unknown}; known tasks: {list(SOURCES)}")
+        sizes = {t: size.get(t) for t in tasks}
+    else:
+        sizes = {t: size for t in tasks}
+    for t, n in sizes.items():
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise ConfigError(f"benchmarks.suite.size of {t} = {n!r} is not a positive number of documents")
+    return sizes
+
+
+def build(root, out_dir, tasks: list[str] | None = None, size: int | dict | None = None, seed: int = 0) -> dict:
     """Write ``<out_dir>/<task>_local.jsonl`` for each lm-eval task of ``tasks`` (default: all eight)
     from the archive fetched at ``root``, and ``manifest.json`` (source files and hashes, split, sizes,
-    sample, ARC/OpenBookQA items with a choice that is a proper prefix of another); returns it. Every
-    file is read and checked before anything is written."""
+    sample, ARC/OpenBookQA items with a choice that is a proper prefix of another); returns it.
+    ``size``: documents per task, one number for all or a mapping per task (:func:`task_sizes`); each
+    task's entry records the size asked for (``sample``, null: all) and the size drawn. Every file is
+    read and checked before anything is written."""
     tasks = list(tasks or KNOWLEDGE + RETRIEVAL)
     unknown = sorted(set(tasks) - set(SOURCES))
     if unknown:
         raise ConfigError(f"benchmarks.suite.tasks names {unknown}; known: {list(SOURCES)}")
-    if size is not None and size < 1:
-        raise ConfigError(f"benchmarks.suite.size = {size} is not a positive number of documents")
+    sizes = task_sizes(tasks, size)
     out, files, manifest = Path(out_dir), {}, {"root": str(root), "size": size, "seed": seed, "tasks": tasks,
                                                 "per_task": {}}
     for task in tasks:
@@ -277,10 +295,11 @@ def build(root, out_dir, tasks: list[str] | None = None, size: int | None = None
         docs = read_documents(task, root)
         if len(docs) != expected:
             raise ConfigError(f"{task}: {member} holds {len(docs)} documents; lm-eval's {split} split has {expected}")
-        drawn = sample(docs, size, seed, task)
+        drawn = sample(docs, sizes[task], seed, task)
         files[data_file(task)] = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in drawn)
         entry = {"source": member, "source_sha256": sha256_file(Path(root) / member), "kind": kind, "split": split,
-                 "documents": len(docs), "size": len(drawn), "file": data_file(task)}
+                 "documents": len(docs), "sample": sizes[task], "seed": seed, "size": len(drawn),
+                 "file": data_file(task)}
         if "choices" in docs[0] and isinstance(docs[0]["choices"], dict):
             entry["prefix_choice_items"] = prefix_choice_items(docs)
         manifest["per_task"][task] = entry

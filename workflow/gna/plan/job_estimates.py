@@ -4,7 +4,7 @@ options; each takes the study (``gna.plan.jobs.Study``) and the job's wildcards,
 file names its experiment, that experiment's settings as ``exp``."""
 from __future__ import annotations
 
-from ..evaluation import local_mmlu
+from ..evaluation import local_mmlu, local_suite
 from ..hybrid.study.stage_ranks import stage_world
 from ..hybrid.study.variants import parse_variant
 from . import estimate as E
@@ -103,6 +103,25 @@ def mmlu_sample(s, wc: dict) -> Estimate:
     info = s.info(wc["model"])
     secs, peak = E.eval_tasks(s.hw, info, list(local_mmlu.TASKS),
                               {**s.eval, "limit": s.config["benchmarks"]["mmlu"]["size"]})
+    return E.loaded(s.hw, info, secs, peak)
+
+
+def baseline_task(s, wc: dict) -> Estimate:
+    """One unmodified model on one task (rule baseline): a KV probe (``kv_n<pairs>``) of kv_probe.n_examples
+    prompts, a local MMLU format over its sample (benchmarks.mmlu.size), or a local suite task over its
+    sample (benchmarks.suite.size, one number or that task's entry)."""
+    info, task = s.info(wc["model"]), wc["task"]
+    if task.startswith("kv_n"):
+        secs, peak = E.probe_scoring(s.hw, info, int(s.config["kv_probe"]["n_examples"]), [int(task[4:])],
+                                     int(s.eval["batch_size"]))
+        return E.loaded(s.hw, info, secs, peak)
+    bench = s.config["benchmarks"]
+    if task in local_mmlu.TASKS:
+        limit = bench["mmlu"]["size"]
+    else:
+        size = bench["suite"]["size"]
+        limit = size.get(task.removesuffix(local_suite.SUFFIX)) if isinstance(size, dict) else size
+    secs, peak = E.eval_tasks(s.hw, info, [task], {**s.eval, "limit": limit})
     return E.loaded(s.hw, info, secs, peak)
 
 

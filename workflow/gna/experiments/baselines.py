@@ -1,0 +1,141 @@
+"""The unmodified models on every benchmark of the study: one job per (model, task), one table.
+
+Each job writes its tidy rows (:func:`gna.evaluation.lm_eval_bridge.tidy`), its per-question answers
+(:mod:`gna.evaluation.items`) and its cost: the CPU seconds of the evaluation alone
+(``time.process_time()``, the model's loading apart) and the questions it evaluated. The table
+(:func:`table`) puts, per model and task, each metric's value, its n and 95% interval, the chance
+level, and the CPU seconds in all and per question; then the paper's summary numbers, each formed
+from its tasks' own rows:
+
+* the knowledge mean of ``acc`` over the six knowledge tasks, and beside it the mean of
+  ``acc_norm`` over the five that have one (lm-eval's WinoGrande scores ``acc`` only; its ``acc``
+  never stands in): two rows, never one mixed number;
+* LAMBADA's ``acc`` with its perplexity beside it; GSM8K's exact match under each filter, apart.
+
+Intervals: Clopper-Pearson on a task's count of right answers (:mod:`gna.evaluation.binomial`); on a
+mean of tasks, the normal interval of a mean of independent proportions (each task's variance
+``p(1 - p)/n``, summed, over the number of tasks squared), clipped to [0, 1].
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ..evaluation.binomial import Z95, accuracy_interval
+from ..evaluation.local_suite import KNOWLEDGE, SUFFIX
+
+# Metrics that are a mean of 0/1 per question: their rows carry n and a binomial interval.
+BINARY = ("acc", "acc_norm", "exact_match")
+KV_PREFIX = "kv_n"
+# Chance of each task's 0/1 metric: 1 / its choices (ARC holds a few 3- and 5-choice questions: 4 stands
+# for them); an open answer (LAMBADA's word, GSM8K's number, BBH's text) has none worth a number.
+CHANCE = {"arc_easy": 0.25, "arc_challenge": 0.25, "piqa": 0.5, "winogrande": 0.5, "openbookqa": 0.25,
+          "hellaswag": 0.25, "mmlu_local": 0.25, "mmlu_local_cloze": 0.25, "lambada_openai": 0.0, "gsm8k": 0.0}
+TABLE_COLUMNS = ["model", "task", "metric", "filter", "value", "n", "ci_low", "ci_high", "chance", "cpu_s",
+                 "items", "cpu_s_per_item"]
+KNOWLEDGE_TASKS = tuple(t + SUFFIX for t in KNOWLEDGE)
+# the two knowledge means: (row name, metric, tasks)
+MEANS = (("knowledge_mean", "acc", KNOWLEDGE_TASKS),
+         ("knowledge_mean", "acc_norm", tuple(t for t in KNOWLEDGE_TASKS if t != "winogrande" + SUFFIX)))
+
+
+def kv_task(n_pairs: int) -> str:
+    """The task name of the KV probe of ``n_pairs`` pairs in these jobs."""
+    return f"{KV_PREFIX}{n_pairs}"
+
+
+def chance(task: str) -> float:
+    """The chance level of ``task``'s 0/1 metric (NaN where none is known: a BBH subtask's varies)."""
+    if task.startswith(KV_PREFIX):
+        return 1 / int(task[len(KV_PREFIX):])   # one of the prompt's n values
+    return CHANCE.get(task, CHANCE.get(task.removesuffix(SUFFIX), math.nan))
+
+
+def with_counts(rows: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with n and the 95% interval on every 0/1 metric that lacks them (a KV probe's, BBH's),
+    n counted from ``answers``, the job's per-question table."""
+    rows = rows.copy()
+    for col in ("n", "ci_low", "ci_high"):
+        if col not in rows:
+            rows[col] = math.nan
+    counts = answers.groupby(["task", "metric", "filter"]).doc_id.nunique() if len(answers) else {}
+    for i, r in rows.iterrows():
+        key = (r.task, r.metric, r["filter"])
+        if r.metric in BINARY and pd.isna(r.n) and key in counts:
+            n = int(counts[key])
+            _, low, high = accuracy_interval(float(r.value), n)
+            rows.loc[i, ["n", "ci_low", "ci_high"]] = [n, low, high]
+    return rows
+
+
+def job_items(answers: pd.DataFrame) -> int:
+    """Questions a job evaluated: distinct (task, question) of its answers."""
+    return 0 if answers.empty else int(answers[["task", "doc_id"]].drop_duplicates().shape[0])
+
+
+def _per_item(cpu_s: float, items: int) -> float:
+    return cpu_s / items if items else math.nan
+
+
+def _mean_row(model: str, name: str, metric: str, parts: pd.DataFrame, costs: dict) -> dict:
+    p, n = parts.value.astype(float), parts.n.astype(float)
+    k = len(parts)
+    half = Z95 * math.sqrt(float((p * (1 - p) / n).sum())) / k
+    cpu = sum(costs[(model, t)]["cpu_s"] for t in parts.task)
+    items = sum(costs[(model, t)]["items"] for t in parts.task)
+    mean = float(p.mean())
+    return {"model": model, "task": name, "metric": metric, "filter": "none", "value": mean, "n": int(n.sum()),
+            "ci_low": max(0.0, mean - half), "ci_high": min(1.0, mean + half),
+            "chance": float(parts.task.map(chance).mean()), "cpu_s": cpu, "items": items,
+            "cpu_s_per_item": _per_item(cpu, items)}
+
+
+def table(rows: pd.DataFrame, costs: dict[tuple[str, str], dict]) -> pd.DataFrame:
+    """The baselines table (``TABLE_COLUMNS``) from every job's rows (with n and intervals:
+    :func:`with_counts`) and ``costs``: (model, task) -> ``{"cpu_s", "items"}``. Per model, its tasks
+    in the order of ``rows``, then the knowledge means (``MEANS``) where all their tasks are there."""
+    missing = sorted({(m, t) for m, t in zip(rows.model, rows.task)} - set(costs))
+    if missing:
+        raise ValueError(f"baseline rows of {missing} have no cost (CPU seconds and questions)")
+    out = []
+    for model, own in rows.groupby("model", sort=False):
+        for r in own.itertuples(index=False):
+            c = costs[(model, r.task)]
+            binary = r.metric in BINARY
+            out.append({"model": model, "task": r.task, "metric": r.metric, "filter": r.filter,
+                        "value": float(r.value), "n": r.n if binary else math.nan,
+                        "ci_low": r.ci_low if binary else math.nan, "ci_high": r.ci_high if binary else math.nan,
+                        "chance": chance(r.task) if binary else math.nan, "cpu_s": c["cpu_s"],
+                        "items": c["items"], "cpu_s_per_item": _per_item(c["cpu_s"], c["items"])})
+        for name, metric, tasks in MEANS:
+            parts = own[(own.metric == metric) & (own["filter"] == "none") & own.task.isin(tasks)]
+            if set(parts.task) == set(tasks) and len(parts) == len(tasks):
+                out.append(_mean_row(model, name, metric, parts, costs))
+    return pd.DataFrame(out, columns=TABLE_COLUMNS)
+
+
+def _fmt(x, digits=3) -> str:
+    return "" if pd.isna(x) else f"{x:.{digits}f}"
+
+
+def markdown(t: pd.DataFrame, sizes_note: str = "") -> str:
+    """The table as markdown: one line per (model, task, metric, filter)."""
+    lines = ["# Baselines of the unmodified models", "",
+             "0-shot, each model in the study's dtype; n: questions scored, 95% interval: Clopper-Pearson on a "
+             "task, on a mean of tasks the normal interval of a mean of independent proportions. "
+             "`knowledge_mean acc`: the mean `acc` of the six knowledge tasks; `knowledge_mean acc_norm`: the "
+             "mean `acc_norm` of the five that have one (WinoGrande scores `acc` only and is left out of it, "
+             "never stood in for by its `acc`). LAMBADA's perplexity has no interval. CPU s: "
+             "`time.process_time()` of the evaluation (loading apart); a mean's is its tasks' sum.", ""]
+    if sizes_note:
+        lines += [sizes_note, ""]
+    lines += ["| model | task | metric | filter | value | 95% interval | n | chance | CPU s | CPU s / item |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in t.itertuples(index=False):
+        interval = "" if pd.isna(r.ci_low) else f"{r.ci_low:.3f}-{r.ci_high:.3f}"
+        digits = 2 if r.metric == "perplexity" else 3
+        lines.append(f"| {r.model} | {r.task} | {r.metric} | {r.filter} | {_fmt(r.value, digits)} | {interval} | "
+                     f"{'' if pd.isna(r.n) else int(r.n)} | {_fmt(r.chance, 2)} | {_fmt(r.cpu_s, 1)} | "
+                     f"{_fmt(r.cpu_s_per_item, 3)} |")
+    return "\n".join(lines) + "\n"
