@@ -1,20 +1,24 @@
 """BBH (lm-eval's ``bbh``, chain of thought at 0 shots) from the pinned BIG-bench 1.0.0 task files.
 
 BBH's items are BIG-bench items that Suzgun et al. rewrote per subtask (options listed as
-``Options:\\n(A) ...``, targets ``(A)``, ``Yes``, ``valid``, a digit) and sampled to 250. Neither
+``Options:\n(A) ...``, targets ``(A)``, ``Yes``, ``valid``, a number) and sampled to 250. Neither
 package holds BBH's files, so each subtask's items are rebuilt here from BIG-bench's ``task.json``
-by a formatter per subtask (``FORMATS``). A formatter is kept only where BBH's own formatted items
-can be checked against it: lm-eval's chain-of-thought exemplars (``fewshot_config.samples`` of
-``lm_eval/tasks/bbh/cot_fewshot/<subtask>.yaml``) are BBH items, and for the subtasks below each
-of them is, string for string, the formatted text of one BIG-bench item (``tests/test_local_bbh.py``).
-Those exemplar items are not BBH test items: they are dropped (``EXEMPLARS``), which gives back
-BBH's counts for the three subtasks BBH keeps whole (causal_judgement 187, penguins_in_a_table 146,
-snarks 178). The other subtasks draw 250 items seeded (BBH's own draw is not rebuildable).
+by a formatter per subtask (``FORMATS``). A formatter is kept only where BBH's own text checks it:
+lm-eval's chain-of-thought exemplars (``fewshot_config.samples`` of
+``lm_eval/tasks/bbh/cot_fewshot/<subtask>.yaml``) are BBH items, and for 12 subtasks each of the
+three is, string for string, the formatted text of one BIG-bench item (``tests/test_local_bbh.py``).
+The tracking tasks of five and seven objects share the three-object one's generator and text, and
+object counting's question is BIG-bench's as it stands (its target in digits, as BBH's exemplars
+answer). The exemplar items are not BBH test items: they are dropped (``FORMATS``' positions), which
+gives back BBH's counts for the three subtasks BBH keeps whole (causal_judgement 187,
+penguins_in_a_table 146, snarks 178). The others draw 250 items seeded (BBH's draw is not
+rebuildable).
 
-Left out (docs/benchmarks.md): the three subtasks BIG-bench ships as generator code only, those
-whose BBH option order is not BIG-bench's (date_understanding, temporal_sequences: BIG-bench lists
-the gold first in every item, BBH shuffled), and those whose exemplars are not BIG-bench items, so
-that no item checks the format.
+Left out (docs/benchmarks.md): the three subtasks BIG-bench ships as generator code only; those
+whose options BBH reordered (date_understanding, temporal_sequences: BIG-bench lists the gold
+first) or rewrote (movie_recommendation, reasoning_about_colored_objects); those whose exemplars
+BBH rewrote from BIG-bench's (logical_deduction, sports_understanding); and geometric_shapes, where
+BIG-bench marks several options right in some items.
 
 Each subtask is lm-eval's ``bbh_cot_fewshot_<subtask>`` (its template, description, generation
 settings, ``get-answer`` filter and ``exact_match``, copied below) over the rebuilt documents
@@ -96,6 +100,38 @@ def _tracking(e: dict, task: dict) -> tuple[str, str]:
             _letter(opts, _gold(e).removesuffix(".")))
 
 
+def _mc(e: dict, text: str) -> tuple[str, str]:
+    """``text``, then BIG-bench's choices as lettered options in its order; the target the gold's letter."""
+    opts = list(e["target_scores"])
+    return text + _options(opts), _letter(opts, _gold(e))
+
+
+def _disambiguation(e: dict, task: dict) -> tuple[str, str]:
+    return _mc(e, task["task_prefix"] + "Sentence: " + e["input"])
+
+
+def _dyck(e: dict, task: dict) -> tuple[str, str]:
+    return task["task_prefix"].replace(" \n", " ") + "Input: " + e["input"], _gold(e)
+
+
+def _navigate(e: dict, task: dict) -> tuple[str, str]:
+    return (task["task_prefix"] + " " + e["input"] + "\nOptions:\n- Yes\n- No",
+            {"True": "Yes", "False": "No"}[_gold(e)])
+
+
+def _plain_mc(e: dict, task: dict) -> tuple[str, str]:
+    return _mc(e, e["input"])
+
+
+def _translation(e: dict, task: dict) -> tuple[str, str]:
+    # BBH joins the error types' lines with spaces; the source and translation keep theirs
+    return _mc(e, task["task_prefix"].replace("\n", " ") + " " + e["input"].rstrip(" "))
+
+
+def _sorting(e: dict, task: dict) -> tuple[str, str]:
+    return task["task_prefix"] + " List: " + e["input"], e["target"]
+
+
 Formatter = Callable[[dict, dict], "tuple[str, str]"]
 # BBH subtask -> (BIG-bench task folder, formatter, the BIG-bench items that are lm-eval's exemplars
 # (positions in task.json's examples), lm-eval's description)
@@ -115,6 +151,18 @@ FORMATS: dict[str, tuple[str, Formatter, tuple[int, ...], str]] = {
                "is \"the use of remarks that clearly mean the opposite of what they say, made in order to hurt someone's "
                "feelings or to criticize something in a humorous way.\" Sarcastic sentences often contain satirical or "
                "ironic utterances, hyperboles, ambivalent or witty remarks.\n\n"),
+    "disambiguation_qa": ("disambiguation_qa", _disambiguation, (140, 12, 57),
+                          "Clarify the meaning of sentences with ambiguous pronouns.\n\n"),
+    "dyck_languages": ("dyck_languages", _dyck, (46, 906, 669), "Correctly close a Dyck-n word.\n\n"),
+    "navigate": ("navigate", _navigate, (25, 114, 654),
+                 "Given a series of navigation instructions, determine whether one would end up back at the starting "
+                 "point.\n\n"),
+    "ruin_names": ("ruin_names", _plain_mc, (12, 57, 327),
+                   "Select the humorous edit that 'ruins' the input movie or musical artist name.\n\n"),
+    "salient_translation_error_detection": ("salient_translation_error_detection", _translation, (25, 114, 654),
+                                            "Detect the type of error in an English translation of a German source "
+                                            "sentence.\n\n"),
+    "word_sorting": ("word_sorting", _sorting, (198, 234, 542), "Sort a list of words.\n\n"),
     "tracking_shuffled_objects_three_objects": ("tracking_shuffled_objects/three_objects", _tracking, (25, 114, 654), _LD),
     "tracking_shuffled_objects_five_objects": ("tracking_shuffled_objects/five_objects", _tracking, (), _LD),
     "tracking_shuffled_objects_seven_objects": ("tracking_shuffled_objects/seven_objects", _tracking, (), _LD),

@@ -337,7 +337,7 @@ def summary(rows) -> dict[str, float]:
     six knowledge tasks, and beside it ``knowledge_acc_norm``, the mean ``acc_norm`` of the five that
     have one (lm-eval's WinoGrande scores ``acc`` only: never stood in for); LAMBADA's ``acc`` (what
     tests and means use) and its ``perplexity``; GSM8K's exact match under each filter, apart;
-    ``bbh_local``'s exact match under ``get-answer`` (its subtasks' mean weighted by size: 9 of BBH's
+    ``bbh_local``'s exact match under ``get-answer`` (its subtasks' mean weighted by size: 15 of BBH's
     27 subtasks, not lm-eval's ``bbh``). A number whose tasks are not all in ``rows`` is left out."""
     value = {(r.task, r.metric, r.filter): float(r.value) for r in rows.itertuples()}
     out: dict[str, float] = {}
