@@ -135,7 +135,8 @@ def _sorting(e: dict, task: dict) -> tuple[str, str]:
 Formatter = Callable[[dict, dict], "tuple[str, str]"]
 # BBH subtask -> (BIG-bench task folder, formatter, the BIG-bench items that are lm-eval's exemplars
 # (positions in task.json's examples), lm-eval's description)
-_LD = "A task requiring determining the final positions of a set of objects given their initial positions and a description of a sequence of swaps.\n\n"
+_LD = ("A task requiring determining the final positions of a set of objects given their initial positions and a "
+       "description of a sequence of swaps.\n\n")
 FORMATS: dict[str, tuple[str, Formatter, tuple[int, ...], str]] = {
     "causal_judgement": ("causal_judgment", _causal, (46, 80, 48),
                          "Answer questions about causal attribution.\n\n"),

@@ -239,7 +239,8 @@ def data_file(task: str) -> str:
 
 def data_files(tasks: list[str]) -> list[str]:
     """The documents' file names a build of ``tasks`` writes (``bbh``: one per subtask)."""
-    return [f for t in tasks for f in ([data_file(f"bbh_{s}") for s in local_bbh.SUBTASKS] if t == BBH else [data_file(t)])]
+    bbh = [data_file(f"bbh_{s}") for s in local_bbh.SUBTASKS]
+    return [f for t in tasks for f in (bbh if t == BBH else [data_file(t)])]
 
 
 def is_built(data_dir) -> bool:
@@ -304,7 +305,8 @@ def build(root, out_dir, tasks: list[str] | None = None, size: int | None = None
         raise ConfigError(f"benchmarks.suite.size = {size} is not a positive number of documents")
     if BBH in tasks and bbh_root is None:
         raise ConfigError("benchmarks.suite.tasks names bbh, but no bigbench archive was given to build it from")
-    out, files, manifest = Path(out_dir), {}, {"root": None if root is None else str(root), "size": size, "seed": seed, "tasks": tasks,
+    out, files, manifest = Path(out_dir), {}, {"root": None if root is None else str(root), "size": size, "seed": seed,
+                                                "tasks": tasks,
                                                 "per_task": {}}
     for task in tasks:
         if task == BBH:
