@@ -60,4 +60,4 @@ rule all:
 
 
 # A dry run asked for the declarations (gna.plan.dag_jobs) gets them.
-EXPERIMENT_REGISTRY.dump()
+EXPERIMENT_REGISTRY.dump(EXPERIMENTS)

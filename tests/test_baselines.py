@@ -161,3 +161,24 @@ def test_the_plan_sizes_a_baseline_job_by_its_tasks_sample():
     assert hours["None"] > hours[str({"hellaswag": 500})] > hours["50"]
     kv = {n: baseline_task(Study(cfg, Hardware()), {"model": model, "task": f"kv_n{n}"}).hours for n in (5, 20)}
     assert kv[20] > kv[5]
+
+
+def test_on_demand_targets_are_the_running_experiments_only():
+    from gna.experiments.registry import Registry
+
+    r = Registry()
+    r.declare("baselines", on_demand=lambda: ["baseline_table"])
+    r.declare("other", targets=lambda: ["figures/other.csv"])
+    assert r.on_demand({"baselines": {}}) == ["baseline_table"]
+    assert r.on_demand({"other": {}}) == [] and r.targets({"baselines": {}}) == []
+
+
+def test_the_plan_of_the_real_study_sizes_every_baseline_job():
+    from gna.plan import dag_jobs
+
+    cfg = yaml.safe_load((ROOT / "workflow/configs/real.yaml").read_text())
+    dag = dag_jobs(cfg, on_demand=True, workdir=ROOT)
+    jobs = sorted((wc["model"], wc["task"]) for rule, wc in dag if rule == "baseline")
+    tasks = [f"{t}_local" for t in cfg["benchmarks"]["suite"]["tasks"]] + ["mmlu_local", "kv_n10"]
+    assert jobs == sorted((m, t) for m in cfg["experiments"]["baselines"]["models"] for t in tasks)
+    assert dag.on_demand == ["baseline_table"] and "baseline" in dag.estimators

@@ -1,5 +1,5 @@
 # The resource plan, before launch (not part of `all`): `snakemake plan` writes, for every job of
-# the study's DAG, its estimated peak GPU memory, host memory and GPU hours (gna.plan), the
+# the study's DAG (and of the targets its experiments build on demand, as baseline_table), its estimated peak GPU memory, host memory and GPU hours (gna.plan), the
 # per-rule summary and total GPU-hours, and whether profiles/slurm grants each job what it needs.
 #   snakemake plan --configfile workflow/configs/paper.yaml --cores 1
 

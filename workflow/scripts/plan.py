@@ -14,7 +14,7 @@ with job(snakemake) as log:
     p = snakemake.params
     profile = read_profile(p.profile)  # profiles/slurm/gpu.yaml: the GPU, its memory, throughput overrides
     hw = Hardware.from_dict({"gpu_mem_gb": profile["gpu"].get("gpu_mem_gb", 80), **(profile["gpu"].get("plan") or {})})
-    jobs = dag_jobs(dict(snakemake.config), snakefile=p.snakefile)
+    jobs = dag_jobs(dict(snakemake.config), snakefile=p.snakefile, on_demand=True)
     rows = plan(dict(snakemake.config), jobs, hw)
     distill = distillation_settings(snakemake.config)
     scanned = {dict(wc).get("model") for rule, wc in jobs if rule == "head_scan"}

@@ -64,6 +64,9 @@ class Experiment:
     the batches are built from them and from the consumers' fixed inputs."""
     launch: dict[str, tuple] = field(default_factory=dict)
     """rule -> (threads, resources) of its batch, where those are not a model job's."""
+    on_demand: Callable[[], list[str]] = lambda: []
+    """Outputs built only when asked for by name (``snakemake <target>``), outside ``rule all``: the plan
+    sizes their jobs too, where the study runs the experiment."""
     plan: dict[str, Estimator] = field(default_factory=dict)
     findings: list[Section] = field(default_factory=list)
     always: bool = False
@@ -97,6 +100,9 @@ class Registry:
     def targets(self, enabled) -> list[str]:
         return [t for e in self.running(enabled) for t in e.targets()]
 
+    def on_demand(self, enabled) -> list[str]:
+        return [t for e in self.running(enabled) for t in e.on_demand()]
+
     def batched(self) -> dict[str, Callable]:
         return {rule: key for e in self._each() for rule, key in e.batched.items()}
 
@@ -115,12 +121,14 @@ class Registry:
         found = [s for e in self._each() for s in e.findings]
         return [asdict(s) for s in sorted(found, key=lambda s: (s.order, s.function))]
 
-    def dump(self) -> None:
-        """Write the plan's and the findings' declarations where ``$GNA_REGISTRY_OUT`` says, if it says."""
+    def dump(self, enabled=()) -> None:
+        """Write the plan's and the findings' declarations where ``$GNA_REGISTRY_OUT`` says, if it says, with
+        the on-demand targets of the experiments ``enabled`` names."""
         path = os.environ.get(REGISTRY_OUT)
         if path:
             with open(path, "w") as f:
-                json.dump({"estimators": self.estimators(), "sections": self.sections()}, f, sort_keys=True)
+                json.dump({"estimators": self.estimators(), "sections": self.sections(),
+                           "on_demand": self.on_demand(enabled)}, f, sort_keys=True)
 
 
 def resolve(dotted: str) -> Callable:

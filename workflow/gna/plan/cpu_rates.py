@@ -20,7 +20,7 @@ MEASURED_STUDY = "real"
 KIND_OF_ESTIMATOR = {
     **{f"gna.plan.job_estimates:{f}": "lm-eval" for f in (
         "evaluation", "critical_heads", "masked_mixers", "masked_positions", "swapped_layer", "mmlu_sample",
-        "distilled_student")},
+        "distilled_student", "baseline_task")},   # baseline_task's KV probe runs through lm-eval too
     "gna.plan.job_estimates:probe_pairs": "kv probe",
     # the scan and the open questions' repeated forwards: ablated rows through the layers after the head
     "gna.plan.job_estimates:head_scan": "head ablations",

@@ -39,27 +39,37 @@ class Dag(list):
     (gna.experiments.registry): ``estimators`` (rule -> an Estimator as a dict) for the plan, and
     ``sections`` (Sections as dicts, in order) for the findings."""
 
-    def __init__(self, jobs, estimators: dict, sections: list | None = None):
+    def __init__(self, jobs, estimators: dict, sections: list | None = None, on_demand: list | None = None):
         super().__init__(jobs)
-        self.estimators, self.sections = estimators, sections or []
+        self.estimators, self.sections, self.on_demand = estimators, sections or [], on_demand or []
 
 
 def dag_jobs(config: dict, snakefile: str | Path = ROOT / "Snakefile", workdir: str | Path | None = None,
-             target: str = "all") -> Dag:
-    """Every job that ``target`` needs (``--forceall``), read off the dry run of ``snakemake`` on
-    ``config`` (written to a temporary config file): the DAG the rules build, with the estimators the
-    rule files declare (the dry run writes them: ``Registry.dump``)."""
+             target: str | list[str] = "all", on_demand: bool = False) -> Dag:
+    """Every job that ``target`` (one or a list) needs (``--forceall``), read off the dry run of
+    ``snakemake`` on ``config`` (written to a temporary config file): the DAG the rules build, with the
+    estimators the rule files declare (the dry run writes them: ``Registry.dump``). ``on_demand``: with
+    the jobs of the targets the study's experiments build only when asked for by name (``on_demand``)."""
+    targets = [target] if isinstance(target, str) else list(target)
+    dag = _dag_jobs(config, snakefile, workdir, targets)
+    if on_demand and dag.on_demand:   # known only once the rule files are read: a second dry run
+        dag = _dag_jobs(config, snakefile, workdir, list(dict.fromkeys(targets + dag.on_demand)))
+    return dag
+
+
+def _dag_jobs(config: dict, snakefile, workdir, targets: list[str]) -> Dag:
     with tempfile.TemporaryDirectory() as tmp:
         cfg, declared = Path(tmp) / "config.yaml", Path(tmp) / "registry.json"
         cfg.write_text(yaml.safe_dump(config, sort_keys=True))
         cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--dry-run", "--forceall",
-               "--nolock", "--configfile", str(cfg), "--", target]
+               "--nolock", "--configfile", str(cfg), "--", *targets]
         out = subprocess.run(cmd, cwd=workdir or os.getcwd(), capture_output=True, text=True,
                              env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE", REGISTRY_OUT: str(declared)})
         if out.returncode:
             raise PlanError(f"snakemake --dry-run failed:\n{(out.stderr or out.stdout)[-3000:]}")
         registry = json.loads(declared.read_text())
-    return Dag(parse_dry_run(out.stdout + out.stderr), registry["estimators"], registry["sections"])
+    return Dag(parse_dry_run(out.stdout + out.stderr), registry["estimators"], registry["sections"],
+               registry.get("on_demand"))
 
 
 def parse_dry_run(text: str) -> list[tuple[str, dict]]:
