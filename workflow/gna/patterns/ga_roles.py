@@ -77,7 +77,7 @@ def pattern_scores(matrix: torch.Tensor, seg: Segments, kind: str) -> tuple[torc
 def classify_heads(model: nn.Module, tokenizer, examples: list[dict], heads, threshold: float = 0.3
                    ) -> pd.DataFrame:
     """Mean Gather and Aggregate scores over ``examples`` for each head of ``heads``
-    (``(layer, head, kind)``), and a role: ``aggregate``, ``gather`` or ``-`` (neither score
+    (``(layer, head, kind)``), in their order, and a role: ``aggregate``, ``gather`` or ``-`` (neither score
     reaches ``threshold``; the larger one wins)."""
     if not examples:
         raise ProbeError("classify_heads: the probe set is empty")
@@ -89,7 +89,7 @@ def classify_heads(model: nn.Module, tokenizer, examples: list[dict], heads, thr
         enc = tokenizer(ex["prompt"], return_offsets_mapping=True)
         seg = segment(ex, enc["offset_mapping"])
         ids = torch.tensor([enc["input_ids"]], device=device)
-        for mixer in {m for m, _ in resolved}:
+        for mixer in dict.fromkeys(m for m, _ in resolved):   # a set of modules would order them by address
             mats = mixing_matrices(model, mixer, ids)[0].cpu()  # (H, T, T)
             g, a = pattern_scores(mats, seg, mixer.kind)
             for m, h in resolved:
@@ -98,8 +98,8 @@ def classify_heads(model: nn.Module, tokenizer, examples: list[dict], heads, thr
                     acc[0] += float(g[h])
                     acc[1] += float(a[h])
     rows = []
-    for (layer, h, kind), (g, a) in sums.items():
-        g, a = g / len(examples), a / len(examples)
+    for layer, h, kind in dict.fromkeys((m.layer, h, m.kind) for m, h in resolved):   # the order of ``heads``
+        g, a = (s / len(examples) for s in sums[(layer, h, kind)])
         role = "-" if max(g, a) < threshold else ("aggregate" if a >= g else "gather")
         rows.append(dict(layer=layer, head=h, kind=kind, gather_score=g, aggregate_score=a, role=role))
     return pd.DataFrame(rows, columns=["layer", "head", "kind", "gather_score", "aggregate_score", "role"])
