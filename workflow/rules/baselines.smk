@@ -6,54 +6,20 @@
 # Tasks: benchmarks.suite's (<task>_local, sized by benchmarks.suite.size), the local MMLU letter task
 # (benchmarks.mmlu's sample) and the KV probe of experiments.baselines.kv_pairs pairs (each model's
 # kv_values, kv_probe's format, seed and examples: the probe the scan ranks on at the scan's n_pairs).
-from gna.experiments.baselines import kv_task
+from gna.experiments.baselines import sizes_note as baseline_sizes_note
+from gna.experiments.baselines import sources as baseline_sources
 
 BASELINES = experiment_config("baselines")
 BASELINE_DIR = "results/baselines"
-
-
-def baseline_sources():
-    """Task -> where its documents come from (suite, mmlu or kv), in the table's order."""
-    if not BASELINES:
-        return {}
-    tasks = {t + SUITE_SUFFIX: "suite" for t in config["benchmarks"]["suite"]["tasks"]}
-    if BASELINES["mmlu"]:
-        tasks[LOCAL_MMLU_TASKS[0]] = "mmlu"
-    if BASELINES["kv_pairs"] is not None:
-        tasks[kv_task(BASELINES["kv_pairs"])] = "kv"
-    return tasks
-
-
-BASELINE_SOURCES = baseline_sources()
-
-
-def baseline_inputs(wc):
-    source = BASELINE_SOURCES[wc.task]
-    if source == "kv":
-        return {"probe": probe_path(BASELINES["kv_pairs"], model=wc.model)}
-    if source == "mmlu":
-        return {"sample": rules.local_mmlu.output.sample}
-    return {"manifest": f"{LOCAL_SUITE_DIR}/manifest.json"}
-
-
-def baseline_files(kind):
-    return [f"{BASELINE_DIR}/{m}/{t}{kind}" for m in experiment_models("baselines") for t in BASELINE_SOURCES]
-
-
-def baseline_sizes_note():
-    suite, mmlu, kv = config["benchmarks"]["suite"], config["benchmarks"]["mmlu"], config["kv_probe"]
-    note = (f"Samples (seeded): benchmarks.suite.size = {suite['size'] or 'all'} (a task not named: all its documents), "
-            f"seed {suite['seed']}")
-    if "mmlu" in BASELINE_SOURCES.values():
-        note += f"; MMLU: {mmlu['size'] or 'all'} questions stratified by subject, seed {mmlu['seed']}"
-    if "kv" in BASELINE_SOURCES.values():
-        note += f"; KV: {kv['n_examples']} prompts of {BASELINES['kv_pairs']} pairs, seed {kv['seed']}"
-    return note + "."
+BASELINE_SOURCES = baseline_sources(config, LOCAL_MMLU_TASKS[0])
 
 
 rule baseline:
     input:
-        unpack(baseline_inputs),
+        # the KV probe the scan ranks on, the local MMLU sample, or the suite's built tasks
+        unpack(lambda wc: {"kv": lambda: {"probe": probe_path(BASELINES["kv_pairs"], model=wc.model)},
+                           "mmlu": lambda: {"sample": rules.local_mmlu.output.sample},
+                           "suite": lambda: {"manifest": f"{LOCAL_SUITE_DIR}/manifest.json"}}[BASELINE_SOURCES[wc.task]]()),
         model=lambda wc: model_input(wc.model),
     output:
         f"{BASELINE_DIR}/{{model}}/{{task}}.csv",
@@ -80,13 +46,13 @@ rule baseline:
 
 rule baseline_table:
     input:
-        rows=baseline_files(".csv"),
-        costs=baseline_files(".cost.json"),
+        rows=[f"{BASELINE_DIR}/{m}/{t}.csv" for m in experiment_models("baselines") for t in BASELINE_SOURCES],
+        costs=[f"{BASELINE_DIR}/{m}/{t}.cost.json" for m in experiment_models("baselines") for t in BASELINE_SOURCES],
     output:
         md=f"{FIGURES}/baselines.md",
         csv=f"{FIGURES}/baselines.csv",
     params:
-        sizes_note=baseline_sizes_note(),
+        sizes_note=baseline_sizes_note(config, BASELINE_SOURCES),
     log:
         "logs/figures/baselines.log",
     conda:

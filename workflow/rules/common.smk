@@ -99,7 +99,7 @@ def n_layers(name):
 LOCAL_MMLU_DIR = "results/benchmarks/mmlu/tasks"
 
 
-# The tasks built from the pinned benchmark files (benchmarks.smk, rule local_suite): those
+# The tasks built from the pinned benchmark files (benchmarks.smk, its local_suite rule): those
 # benchmarks.suite.tasks names and those the study's tasks name (<lm-eval task>_local).
 LOCAL_SUITE_DIR = "results/benchmarks/suite/tasks"
 

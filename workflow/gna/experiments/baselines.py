@@ -45,6 +45,33 @@ def kv_task(n_pairs: int) -> str:
     return f"{KV_PREFIX}{n_pairs}"
 
 
+def sources(config: dict, mmlu_task: str) -> dict[str, str]:
+    """Task -> where its documents come from (``suite``, ``mmlu`` or ``kv``), in the table's order, for a
+    study's validated ``config`` (none where it runs no baselines)."""
+    own = config["experiments"].get("baselines") or {}
+    if not own:
+        return {}
+    tasks = {t + SUFFIX: "suite" for t in config["benchmarks"]["suite"]["tasks"]}
+    if own["mmlu"]:
+        tasks[mmlu_task] = "mmlu"
+    if own["kv_pairs"] is not None:
+        tasks[kv_task(own["kv_pairs"])] = "kv"
+    return tasks
+
+
+def sizes_note(config: dict, task_sources: dict[str, str]) -> str:
+    """The table's line on how each source was sampled."""
+    suite, mmlu, kv = config["benchmarks"]["suite"], config["benchmarks"]["mmlu"], config["kv_probe"]
+    note = (f"Samples (seeded): benchmarks.suite.size = {suite['size'] or 'all'} (a task not named: all its documents), "
+            f"seed {suite['seed']}")
+    if "mmlu" in task_sources.values():
+        note += f"; MMLU: {mmlu['size'] or 'all'} questions stratified by subject, seed {mmlu['seed']}"
+    if "kv" in task_sources.values():
+        note += (f"; KV: {kv['n_examples']} prompts of {config['experiments']['baselines']['kv_pairs']} pairs, "
+                 f"seed {kv['seed']}")
+    return note + "."
+
+
 def chance(task: str) -> float:
     """The chance level of ``task``'s 0/1 metric (NaN where none is known: a BBH subtask's varies)."""
     if task.startswith(KV_PREFIX):
