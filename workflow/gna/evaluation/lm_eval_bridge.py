@@ -91,7 +91,7 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
              batch_size: int = 32, max_length: int | None = 2048, limit: int | None = None,
              chat_tasks: tuple[str, ...] = (), num_fewshot: int | dict | None = 0,
              add_bos_token: bool | None = None, fewshot_as_multiturn: bool = False,
-             task_definitions: str = INSTALLED, shared_prefix: bool = False) -> Scores:
+             task_definitions: str = INSTALLED, shared_prefix: bool = False, lm_class: type | None = None) -> Scores:
     """The :class:`Scores` of ``model`` under ``interventions`` (stderr dropped).
 
     ``add_bos_token``: ``None`` = the tokenizer's default (lm-eval 0.4.13's), ``False`` = 0.4.7's;
@@ -99,7 +99,8 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
     else the tokenizer's, as lm-eval does. Tasks in ``chat_tasks`` run with the tokenizer's chat
     template (ARC-C "chat"). Tasks run in groups of equal (chat, few-shot), each group one
     ``simple_evaluate`` call. ``shared_prefix``: each distinct context runs once
-    (:mod:`.shared_prefix`; the same log-probabilities up to float rounding)."""
+    (:mod:`.shared_prefix`; the same log-probabilities up to float rounding). ``lm_class``: the
+    ``HFLM`` subclass to evaluate with instead (:mod:`.prefix_conditions`' recording and replaying)."""
     import torch
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
@@ -110,7 +111,8 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
                           "subjects only: set benchmarks.mmlu.size instead")
     from .shared_prefix import sharing_contexts
 
-    lm = encoding_once(sharing_contexts(HFLM) if shared_prefix else HFLM)(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=max_length,
+    lm_class = lm_class or (sharing_contexts(HFLM) if shared_prefix else HFLM)
+    lm = encoding_once(lm_class)(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=max_length,
                              add_bos_token=add_bos_token, softmax_dtype=torch.float32)
     settings = {"add_bos_token": starts_with_bos(lm, tokenizer), "max_length": int(lm.max_length),
                 "fewshot_as_multiturn": fewshot_as_multiturn, "task_definitions": task_definitions}

@@ -1,0 +1,90 @@
+"""Several conditions from one shared forward per batch (gna.evaluation.prefix_conditions): every depth
+of Fig. 2, single-layer removals, head ablations, each the same (log-prob, greedy) per request as
+lm-eval's own evaluation of that condition alone, for a micro model of every family."""
+import pytest
+import torch
+
+from gna.evaluation.lm_eval_bridge import encoding_once
+from gna.evaluation.prefix_conditions import recording
+from gna.interventions.vocabulary import applied, first_changed_layer
+from gna.models import describe
+from gna.models.tiny import ALL_FAMILIES
+
+LAYERS = 3
+
+
+def requests_of(tokenizer):
+    """Multiple-choice requests as lm-eval builds them: shared contexts (one-token continuations grouped
+    by lm-eval), multi-token continuations, contexts of different lengths in one batch."""
+    contexts = ["Memorize the following dictionary : k1 is 7", "The value of key ' k3 ' is ?",
+                "A B C D Answer", "k5 is 12 k6 is 40 k7 is 3 The value of key ' k6 ' is"]
+    answers = [" 7", " 12", " 40 3", " A B C", " 3"]
+    out = []
+    for c in contexts:
+        ctx = tokenizer(c, add_special_tokens=False)["input_ids"]
+        for a in answers:
+            out.append(((c, a), ctx, tokenizer(a, add_special_tokens=False)["input_ids"]))
+    return out
+
+
+def lm_of(lm_class, model, tokenizer, batch_size=4):
+    return encoding_once(lm_class)(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=64,
+                                   softmax_dtype=torch.float32)
+
+
+def one_by_one(model, tokenizer, requests, condition):
+    from lm_eval.models.huggingface import HFLM
+
+    with applied(model, condition):
+        return lm_of(HFLM, model, tokenizer)._loglikelihood_tokens(requests, disable_tqdm=True)
+
+
+def shared(model, tokenizer, requests, conditions):
+    from lm_eval.models.huggingface import HFLM
+
+    stores = [{} for _ in conditions]
+    lm = lm_of(type("R", (recording(HFLM),), {"conditions": conditions, "answers": stores}), model, tokenizer)
+    first = lm._loglikelihood_tokens(requests, disable_tqdm=True)
+    got = [[store[(tuple(ctx), tuple(cont))] for _, ctx, cont in requests] for store in stores]
+    assert first == got[0]
+    return got
+
+
+def assert_same(got, want):
+    assert [g for _, g in got] == [g for _, g in want]
+    assert torch.allclose(torch.tensor([s for s, _ in got]), torch.tensor([s for s, _ in want]), atol=1e-4, rtol=0)
+
+
+def head_of(model, layer):
+    """A head of ``layer``, or of the nearest layer that has one (Nemotron-H: MLP-only layers)."""
+    desc = describe(model)
+    layer = min((i for i in range(desc.n_layers) if desc.mixers_in(i)), key=lambda i: (abs(i - layer), i))
+    mixers = desc.mixers_in(layer)
+    m = next((m for m in mixers if m.kind == "attention"), mixers[0])
+    return [layer, m.n_heads - 1, m.kind]
+
+
+@pytest.mark.parametrize("family", ALL_FAMILIES)
+def test_every_condition_scores_as_its_own_evaluation(tiny_model, family):
+    model, tokenizer = tiny_model(family, layers=LAYERS)
+    requests = requests_of(tokenizer)
+    conditions = ([[{"truncate": d}] for d in range(1, LAYERS + 1)]              # Fig. 2: every depth
+                  + [[{"truncate": 2}, {"drop_layer": 0}], [{"drop_layer": 0}], [{"drop_layer": 1}]]  # Fig. 3
+                  + [[{"truncate": 2}, {"ablate_heads": [head_of(model, 1)]}],    # Table 1's head search
+                     [{"ablate_heads": [head_of(model, 0), head_of(model, 2)]}]])  # top-k removal
+    got = shared(model, tokenizer, requests, conditions)
+    wants = [one_by_one(model, tokenizer, requests, c) for c in conditions]
+    for condition, g, want in zip(conditions, got, wants):
+        assert_same(g, want), condition
+    # the conditions score differently: a shared forward that ignored them would fail
+    assert len({tuple(round(s, 4) for s, _ in w) for w in wants}) == len(conditions)
+
+
+def test_first_changed_layer_reads_the_interventions():
+    assert first_changed_layer([{"truncate": 18}], 28) == 18
+    assert first_changed_layer([{"truncate": 28}], 28) == 28
+    assert first_changed_layer([{"truncate": 18}, {"drop_layer": 5}], 28) == 5
+    assert first_changed_layer([{"ablate_heads": [[16, 2], [9, 1, "attention"]]}], 28) == 9
+    assert first_changed_layer([{"ablate_heads": []}], 28) == 28
+    assert first_changed_layer([{"keep_heads": [{"layer": 7, "heads": [1]}, {"layer": 3}]}], 28) == 3
+    assert first_changed_layer([{"mask_last_row": "all"}], 28) == 0

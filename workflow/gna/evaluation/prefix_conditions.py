@@ -1,0 +1,230 @@
+"""Several conditions of one model through lm-eval, the layers they leave unchanged run once.
+
+A condition (a list of interventions, :mod:`gna.interventions.vocabulary`) first changes some layer
+``s``; below it the model computes what the unmodified model computes. Per batch of lm-eval's
+requests the unmodified model runs once, as far as the highest such ``s``, keeping the residual
+stream leaving each layer ``s - 1``; then each condition runs from there: layers ``0..s-2``
+skipped and layer ``s - 1`` handing on the kept stream, the condition's interventions applied,
+the model's own forward doing the rest (its final norm, LM head and whatever output step the family
+applies: softcapping, logit scaling), logits at the scored positions only.
+
+Truncation to ``L`` layers changes layer ``L`` first, and the rest of its forward is skipped layers,
+the final norm and the head: Fig. 2's every depth costs one forward of the model plus a head per
+depth. Removing layer ``i`` (Fig. 3), ablating a head in layer ``i`` (Table 1) start at ``i``.
+
+lm-eval still builds the requests and computes the metrics. The recording pass
+(:func:`recording`) is one ``simple_evaluate`` whose LM computes every condition's (log-prob,
+greedy) per request, exactly as lm-eval's ``HFLM._loglikelihood_tokens`` does (its batches, its
+one-token-continuation groups, its slices), and returns the first condition's; each other condition
+is then a ``simple_evaluate`` with an LM that replays its answers (:func:`replaying`), so its rows
+are those of its own evaluation (``tests/test_prefix_conditions.py`` holds them to it, every family).
+
+Each condition's forward is its own: interventions are hooks on the one model, so conditions do not
+share a batch. A task that generates text or scores rolling log-likelihoods is not shared
+(:class:`NotShared`: the caller evaluates each condition on its own).
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from contextlib import ExitStack, contextmanager
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..interventions.layers import SkipLayer, replace_layers
+from ..interventions.vocabulary import applied, first_changed_layer
+from ..models import adapter_for
+
+
+class NotShared(Exception):
+    """The evaluation asks for something other than log-likelihoods of a causal LM: evaluate each
+    condition on its own."""
+
+
+class _HandOn(SkipLayer):
+    """Layer ``s - 1`` of a condition that starts at ``s``: ignores its input and hands on the
+    unmodified model's residual stream leaving it, ``hidden`` (batch, seq, d_model)."""
+
+    def __init__(self, replaced: nn.Module, hidden: torch.Tensor, as_tuple: bool | int):
+        super().__init__(replaced, as_tuple)
+        self.hidden = hidden
+
+    def forward(self, hidden_states, *args, **kwargs):
+        if hidden_states.shape != self.hidden.shape:
+            raise RuntimeError(f"the kept residual {tuple(self.hidden.shape)} does not fit the layer input "
+                               f"{tuple(hidden_states.shape)}")
+        return super().forward(self.hidden)
+
+
+@contextmanager
+def starting_at(model: nn.Module, start: int, hidden: torch.Tensor | None) -> Iterator[nn.Module]:
+    """``model`` with layers ``0..start-2`` skipped and layer ``start - 1`` handing on ``hidden``
+    (the unmodified model's residual leaving it, (batch, seq, d_model)); ``start`` 0: unchanged."""
+    if start == 0:
+        yield model
+        return
+    adapter = adapter_for(model)
+    layers, as_tuple = adapter.layers(), adapter.layer_returns_tuple
+    swaps = {i: SkipLayer(layers[i], as_tuple) for i in range(start - 1)}
+    swaps[start - 1] = _HandOn(layers[start - 1], hidden, as_tuple)
+    with replace_layers(model, swaps):
+        yield model
+
+
+class _Enough(Exception):
+    """Raised inside the unmodified forward once every wanted residual is kept."""
+
+
+@torch.no_grad()
+def residuals_leaving(model: nn.Module, inps: torch.Tensor, starts: list[int]) -> dict[int, torch.Tensor]:
+    """{s: the unmodified model's residual stream leaving layer ``s - 1``, (batch, seq, d_model)} for
+    each ``s`` > 0 of ``starts``, from one forward stopped after the last layer wanted."""
+    layers = adapter_for(model).layers()
+    wanted = sorted({s for s in starts if s > 0})
+    got: dict[int, torch.Tensor] = {}
+    handles = []
+    for s in wanted:
+        def keep(module, args, output, s=s):
+            got[s] = output[0] if isinstance(output, (tuple, list)) else output
+            if len(got) == len(wanted):
+                raise _Enough
+
+        handles.append(layers[s - 1].register_forward_hook(keep))
+    try:
+        if wanted:
+            model(inps)
+    except _Enough:
+        pass
+    finally:
+        for h in handles:
+            h.remove()
+    return got
+
+
+def _takes_logits_to_keep(model: nn.Module) -> bool:
+    return "logits_to_keep" in inspect.signature(model.forward).parameters
+
+
+@functools.cache
+def recording(base: type) -> type:
+    """``base`` (lm-eval's ``HFLM``) computing, per request, every condition of ``self.conditions``
+    (lists of interventions) into ``self.answers`` ([{(context ids, continuation ids): (log-prob,
+    greedy)}], one per condition), and answering lm-eval with the first condition's. Set both
+    attributes on the instance before evaluating."""
+    from lm_eval.models.utils import Collator
+    from lm_eval.models.utils_hf import pad_and_concat
+
+    class Recording(base):
+        conditions: list[list[dict]] = []
+        answers: list[dict] = []
+
+        def generate_until(self, requests, disable_tqdm: bool = False):
+            raise NotShared("a task generates text")
+
+        def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
+            raise NotShared("a task scores rolling log-likelihoods")
+
+        def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs=None):
+            if self.backend != "causal" or self.batch_size == "auto":
+                raise NotShared(f"backend {self.backend}, batch size {self.batch_size}")
+            n = adapter_for(self.model).describe().n_layers
+            starts = [first_changed_layer(c, n) for c in self.conditions]
+            # lm-eval's own ordering and grouping (HFLM._loglikelihood_tokens), so its batches
+            re_ord = Collator(requests, sort_fn=lambda r: (-len(r[1] + r[2]), tuple(r[1] + r[2])),
+                              group_by="contexts" if self.logits_cache else None,
+                              group_fn=lambda r: r[-2] + r[-1][:-1])
+            res: list[list] = [[] for _ in self.conditions]
+            for chunk in re_ord.get_batched(n=self.batch_size, batch_fn=None):
+                inps, spans = [], []
+                for _, context_enc, continuation_enc in chunk:
+                    inp = (context_enc + continuation_enc)[-(self.max_length + 1):][:-1]
+                    inps.append(torch.tensor(inp, dtype=torch.long, device=self.device))
+                    spans.append((len(inp) - len(continuation_enc), len(inp)))
+                width = max(len(i) for i in inps)
+                batched = pad_and_concat(width, inps, padding_side="right")   # (batch, width)
+                # the requests each row answers (several: one-token continuations of one context)
+                members = [list(re_ord.get_cache(req_str=r, cxt_toks=ctx, cont_toks=cont,
+                                                 logits=torch.zeros(1, 1, 1)))
+                           for r, ctx, cont in chunk]
+                positions = sorted({p for a, b in spans for p in range(a, b)})
+                for c, rows in enumerate(self._condition_logprobs(batched, positions, starts)):
+                    for (a, b), row, served in zip(spans, rows, members):
+                        lp = row[[positions.index(p) for p in range(a, b)]].unsqueeze(0)   # (1, cont, vocab)
+                        greedy_tokens = lp.argmax(dim=-1)
+                        for _, cont_toks, _ in served:
+                            cont = torch.tensor(cont_toks, dtype=torch.long, device=lp.device).unsqueeze(0)
+                            # as lm-eval: greedy over the trailing tokens, log-prob gathered from the front
+                            greedy = bool((greedy_tokens[:, -cont.shape[1]:] == cont).all())
+                            res[c].append((float(torch.gather(lp, 2, cont.unsqueeze(-1)).sum()), greedy))
+            ordered = [re_ord.get_original(r) for r in res]
+            for store, answers in zip(self.answers, ordered):
+                store.update({(tuple(ctx), tuple(cont)): a for (_, ctx, cont), a in zip(requests, answers)})
+            return ordered[0]
+
+        @torch.no_grad()
+        def _condition_logprobs(self, inps: torch.Tensor, positions: list[int], starts: list[int]):
+            """Per condition, the float32 log-probs at ``positions`` of each row of ``inps`` (batch,
+            width), (batch, len(positions), vocab)."""
+            kept = residuals_leaving(self.model, inps, starts)
+            keep = torch.tensor(positions, dtype=torch.long, device=inps.device)
+            for condition, start in zip(self.conditions, starts):
+                with ExitStack() as stack:
+                    stack.enter_context(starting_at(self.model, start, kept.get(start)))
+                    stack.enter_context(applied(self.model, condition))
+                    if _takes_logits_to_keep(self.model):
+                        logits = self.model(inps, logits_to_keep=keep).logits       # (batch, positions, vocab)
+                    else:
+                        logits = self.model(inps).logits[:, positions]
+                yield F.log_softmax(logits, dim=-1, dtype=self.softmax_dtype or torch.float32)
+
+    Recording.__qualname__ = Recording.__name__ = f"Recording{base.__name__}"
+    return Recording
+
+
+@functools.cache
+def replaying(base: type) -> type:
+    """``base`` answering each log-likelihood request from ``self.answers`` (one condition's, as
+    :func:`recording` kept them); set it on the instance before evaluating."""
+
+    class Replaying(base):
+        answers: dict = {}
+
+        def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs=None):
+            try:
+                return [self.answers[(tuple(ctx), tuple(cont))] for _, ctx, cont in requests]
+            except KeyError as e:
+                raise RuntimeError("a request the recording pass did not see: the tasks were built "
+                                   "differently") from e
+
+        def generate_until(self, requests, disable_tqdm: bool = False):
+            raise NotShared("a task generates text")
+
+    Replaying.__qualname__ = Replaying.__name__ = f"Replaying{base.__name__}"
+    return Replaying
+
+
+def evaluate_conditions(model: nn.Module, tokenizer, tasks: list[str], suite, conditions: list[list[dict]],
+                        **settings) -> list:
+    """The :class:`~.lm_eval_bridge.Scores` of each of ``conditions`` (lists of interventions), as
+    ``evaluate(model, tokenizer, tasks, suite, condition, **settings)`` gives them: one recording
+    pass, then one replay per further condition. Where the tasks ask for more than log-likelihoods
+    (:class:`NotShared`), each condition is evaluated on its own."""
+    from lm_eval.models.huggingface import HFLM
+
+    from .lm_eval_bridge import evaluate
+
+    conditions = [list(c or []) for c in conditions]
+    if not conditions:
+        return []
+    stores: list[dict] = [{} for _ in conditions]
+    record = type("Recording", (recording(HFLM),), {"conditions": conditions, "answers": stores})
+    try:
+        first = evaluate(model, tokenizer, tasks, suite, (), lm_class=record, **settings)
+    except NotShared:
+        return [evaluate(model, tokenizer, tasks, suite, c, **settings) for c in conditions]
+    return [first] + [evaluate(model, tokenizer, tasks, suite, (), **settings,
+                               lm_class=type("Replaying", (replaying(HFLM),), {"answers": store}))
+                      for store in stores[1:]]
