@@ -7,6 +7,8 @@
 - :mod:`.shared_prefix`: lm-eval's log-likelihoods with each context run once (``eval.shared_prefix``);
   it asks ``models`` whether a model's mixers are all attention and ``interventions.layers`` whether
   its first layer is skipped.
+- :mod:`.prefix_conditions`: several conditions of one model (every depth, each removed layer or
+  head) through lm-eval, the layers below each condition's first changed layer run once per batch.
 
 May import: ``errors``, ``io``, ``interventions.vocabulary``, ``interventions.layers``, ``micro.lm_eval_tasks``,
 ``models``.

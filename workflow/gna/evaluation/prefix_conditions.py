@@ -20,12 +20,15 @@ is then a ``simple_evaluate`` with an LM that replays its answers (:func:`replay
 are those of its own evaluation (``tests/test_prefix_conditions.py`` holds them to it, every family).
 
 Each condition's forward is its own: interventions are hooks on the one model, so conditions do not
-share a batch. A task that generates text or scores rolling log-likelihoods is not shared
+share a batch. A task that generates text or scores rolling log-likelihoods runs lm-eval's own
+path once per condition in the recording pass (nothing shared there), replayed likewise.
+A backend other than a causal LM, or lm-eval's automatic batch size, is not shared
 (:class:`NotShared`: the caller evaluates each condition on its own).
 """
 from __future__ import annotations
 
 import functools
+import json
 import inspect
 from contextlib import ExitStack, contextmanager
 from typing import Iterator
@@ -122,10 +125,21 @@ def recording(base: type) -> type:
         answers: list[dict] = []
 
         def generate_until(self, requests, disable_tqdm: bool = False):
-            raise NotShared("a task generates text")
+            return self._each_condition("generate_until", requests, disable_tqdm)
 
         def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
-            raise NotShared("a task scores rolling log-likelihoods")
+            return self._each_condition("loglikelihood_rolling", requests, disable_tqdm)
+
+        def _each_condition(self, kind: str, requests, disable_tqdm: bool):
+            """Generation and rolling log-likelihoods: lm-eval's own, each condition applied in turn
+            (nothing shared: a generated token depends on every layer)."""
+            out = []
+            for condition, store in zip(self.conditions, self.answers):
+                with applied(self.model, condition):
+                    got = getattr(super(), kind)(requests, disable_tqdm=disable_tqdm)
+                store.update({request_key(kind, r): g for r, g in zip(requests, got)})
+                out.append(got)
+            return out[0]
 
         def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs=None):
             if self.backend != "causal" or self.batch_size == "auto":
@@ -184,6 +198,11 @@ def recording(base: type) -> type:
     return Recording
 
 
+def request_key(kind: str, request) -> tuple:
+    """An lm-eval ``Instance``'s key among a condition's recorded answers: its kind and arguments."""
+    return (kind, json.dumps(request.args, sort_keys=True, default=str))
+
+
 @functools.cache
 def replaying(base: type) -> type:
     """``base`` answering each log-likelihood request from ``self.answers`` (one condition's, as
@@ -200,7 +219,10 @@ def replaying(base: type) -> type:
                                    "differently") from e
 
         def generate_until(self, requests, disable_tqdm: bool = False):
-            raise NotShared("a task generates text")
+            return [self.answers[request_key("generate_until", r)] for r in requests]
+
+        def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
+            return [self.answers[request_key("loglikelihood_rolling", r)] for r in requests]
 
     Replaying.__qualname__ = Replaying.__name__ = f"Replaying{base.__name__}"
     return Replaying

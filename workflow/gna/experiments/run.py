@@ -4,6 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..evaluation.lm_eval_bridge import TaskSuite, evaluate, tidy
+from ..evaluation.prefix_conditions import evaluate_conditions
 from ..interventions.vocabulary import label
 from ..models import load_model
 from ..jobs.script_job import config_hash, provenance
@@ -18,17 +19,30 @@ def evaluation_rows(spec: dict, tasks: list[str], interventions: list[dict], eva
     and ``chat_tasks``, as the workflow's ``eval_params`` passes them (with ``local_mmlu_dir``, the local
     MMLU tasks' folder, where the study evaluates them). ``model``: an already loaded
     ``(model, tokenizer)``; ``suite``: tasks beyond the config's."""
+    return condition_rows(spec, tasks, [interventions], eval_cfg, micro_data, [fields], model=model, suite=suite)[0]
+
+
+def condition_rows(spec: dict, tasks: list[str], conditions: list[list[dict]], eval_cfg: dict,
+                   micro_data: str | None, fields: list[dict], model=None, suite: TaskSuite | None = None
+                   ) -> list[pd.DataFrame]:
+    """:func:`evaluation_rows` of each of ``conditions`` (lists of interventions; ``fields``: one per
+    condition), the model loaded once and, for several conditions, the layers each leaves unchanged
+    run once per batch (:mod:`gna.evaluation.prefix_conditions`): the same rows."""
     if model is None:
         model, tokenizer = load_model(spec)
     else:
         model, tokenizer = model
     suite = suite or TaskSuite(micro_data, local_mmlu_dir=eval_cfg.get("local_mmlu_dir"))
-    results = evaluate(model, tokenizer, tasks, suite, interventions,
-                       batch_size=eval_cfg["batch_size"], max_length=eval_cfg["max_length"],
-                       limit=eval_cfg["limit"], chat_tasks=tuple(eval_cfg["chat_tasks"]),
-                       num_fewshot=eval_cfg["num_fewshot"], add_bos_token=eval_cfg["add_bos_token"],
-                       fewshot_as_multiturn=eval_cfg["fewshot_as_multiturn"],
-                       task_definitions=eval_cfg["task_definitions"],
-                       shared_prefix=eval_cfg.get("shared_prefix", False))
-    return tidy(results, eval_cfg["num_fewshot"], **fields, intervention=label(interventions),
-                config_hash=config_hash([spec, tasks, interventions, eval_cfg]), **provenance())
+    settings = dict(batch_size=eval_cfg["batch_size"], max_length=eval_cfg["max_length"],
+                    limit=eval_cfg["limit"], chat_tasks=tuple(eval_cfg["chat_tasks"]),
+                    num_fewshot=eval_cfg["num_fewshot"], add_bos_token=eval_cfg["add_bos_token"],
+                    fewshot_as_multiturn=eval_cfg["fewshot_as_multiturn"],
+                    task_definitions=eval_cfg["task_definitions"],
+                    shared_prefix=eval_cfg.get("shared_prefix", False))
+    if len(conditions) == 1:
+        results = [evaluate(model, tokenizer, tasks, suite, conditions[0], **settings)]
+    else:
+        results = evaluate_conditions(model, tokenizer, tasks, suite, conditions, **settings)
+    return [tidy(r, eval_cfg["num_fewshot"], **f, intervention=label(c),
+                 config_hash=config_hash([spec, tasks, c, eval_cfg]), **provenance())
+            for r, c, f in zip(results, conditions, fields)]

@@ -48,7 +48,8 @@ def dag_jobs(config: dict, snakefile: str | Path = ROOT / "Snakefile", workdir: 
              target: str = "all") -> Dag:
     """Every job that ``target`` needs (``--forceall``), read off the dry run of ``snakemake`` on
     ``config`` (written to a temporary config file): the DAG the rules build, with the estimators the
-    rule files declare (the dry run writes them: ``Registry.dump``)."""
+    rule files declare (the dry run writes them: ``Registry.dump``). A batch that runs a shared rule's
+    conditions together (``Registry.shared_batches``) counts as its conditions."""
     with tempfile.TemporaryDirectory() as tmp:
         cfg, declared = Path(tmp) / "config.yaml", Path(tmp) / "registry.json"
         cfg.write_text(yaml.safe_dump(config, sort_keys=True))
@@ -59,7 +60,10 @@ def dag_jobs(config: dict, snakefile: str | Path = ROOT / "Snakefile", workdir: 
         if out.returncode:
             raise PlanError(f"snakemake --dry-run failed:\n{(out.stderr or out.stdout)[-3000:]}")
         registry = json.loads(declared.read_text())
-    return Dag(parse_dry_run(out.stdout + out.stderr), registry["estimators"], registry["sections"])
+    shared = registry.get("shared_batches", {})
+    jobs = [job for rule, wc in parse_dry_run(out.stdout + out.stderr)
+            for job in ([(shared[rule][0], dict(c)) for c in shared[rule][1]] if rule in shared else [(rule, wc)])]
+    return Dag(jobs, registry["estimators"], registry["sections"])
 
 
 def parse_dry_run(text: str) -> list[tuple[str, dict]]:
