@@ -102,7 +102,8 @@ def micro_eval_cfg() -> tuple[dict, dict]:
     return cfg, {**cfg["eval"], "chat_tasks": cfg["tasks"].get("chat_tasks", [])}
 
 
-@pytest.mark.parametrize("name", ["micro-llama", "micro-mamba2", "micro-zamba2"])
+@pytest.mark.parametrize("name", ["micro-llama", pytest.param("micro-mamba2", marks=pytest.mark.slow),
+                                  pytest.param("micro-zamba2", marks=pytest.mark.slow)])
 def test_a_models_conditions_write_the_bytes_of_their_own_jobs(tmp_path, name):
     """Fig. 2's depths, Fig. 3's removals and a head ablation of a committed micro model, through
     lm-eval on the micro study's tasks: each condition's CSV has the bytes its own job writes."""
@@ -126,3 +127,56 @@ def test_a_models_conditions_write_the_bytes_of_their_own_jobs(tmp_path, name):
         assert (tmp_path / f"shared{i}.csv").read_bytes() == (tmp_path / f"own{i}.csv").read_bytes(), c
     accs = {tuple(r[r.metric == "acc"].value) for r in together}
     assert len(accs) > 2   # the depths score differently: the comparison can fail
+
+
+@pytest.mark.slow
+def test_smollm2_every_depth_from_one_forward_as_each_depth_alone(smollm2_dir):
+    """The real model (SmolLM2-135M, 30 layers, float32): every depth, two removals and a head
+    ablation from one shared forward per batch, as lm-eval scores each alone."""
+    from gna.models import load_model
+
+    model, tokenizer = load_model({"path": str(smollm2_dir), "dtype": "float32", "device": "cpu"})
+    questions = ["Question: What is the capital of France?\nA. Paris\nB. Rome\nC. Berlin\nD. Madrid\nAnswer:",
+                 "Question: 2 + 3 = ?\nA. 4\nB. 5\nC. 6\nD. 7\nAnswer:"]
+    requests = []
+    for q in questions:
+        ctx = tokenizer(q, add_special_tokens=False)["input_ids"]
+        for a in [" A", " B", " C", " D", " Paris is the capital"]:
+            requests.append(((q, a), ctx, tokenizer(a, add_special_tokens=False)["input_ids"]))
+    n = describe(model).n_layers
+    conditions = ([[{"truncate": d}] for d in range(1, n + 1)]
+                  + [[{"truncate": 20}, {"drop_layer": 3}], [{"drop_layer": 0}],
+                     [{"truncate": 20}, {"ablate_heads": [[16, 2]]}]])
+    got = shared(model, tokenizer, requests, conditions)
+    for condition, g in zip(conditions, got):
+        assert_same(g, one_by_one(model, tokenizer, requests, condition)), condition
+
+
+def test_a_shared_batch_writes_what_each_conditions_own_job_writes(tmp_path):
+    """The batch job of gradual_pruning (workflow/scripts/batch.py with ``shared``): each depth's
+    file has the bytes of that depth's own run of the rule's script."""
+    from types import SimpleNamespace
+
+    from gna.experiments.shared_conditions import run_shared
+    from gna.jobs.condition_batches import condition_object, run_conditions
+
+    cfg, eval_cfg = micro_eval_cfg()
+    spec = {"path": str(ROOT / "data/models/micro-llama"), "dtype": "float32", "device": "cpu"}
+
+    def jobs(kind):
+        return [{"rule": "gradual_pruning", "wildcards": {"model": "micro-llama", "depth": str(d)},
+                 "script": str(ROOT / "workflow/scripts/gradual_pruning.py"), "input": [],
+                 "params": {"spec": spec, "tasks": [cfg["tasks"]["mmlu"]], "interventions": [{"truncate": d}],
+                            "eval": eval_cfg, "micro_data": str(ROOT / cfg["tasks"]["micro_data"]),
+                            "fields": {"model": "micro-llama", "depth": d}},
+                 "output": [str(tmp_path / kind / f"depth{d}.csv")], "log": [str(tmp_path / kind / f"depth{d}.log")]}
+                for d in (1, 2, 4)]
+
+    (tmp_path / "together").mkdir()
+    (tmp_path / "alone").mkdir()   # Snakemake makes a job's log folder
+    together = jobs("together")
+    run_shared(together, [condition_object(j, 1, {}) for j in together])
+    run_conditions(SimpleNamespace(params=SimpleNamespace(jobs=jobs("alone")), threads=1, config={}))
+    for d in (1, 2, 4):
+        assert (tmp_path / "together" / f"depth{d}.csv").read_bytes() == (tmp_path / "alone" / f"depth{d}.csv").read_bytes()
+    assert "evaluated with 2 other condition(s)" in (tmp_path / "together" / "depth1.log").read_text()
