@@ -113,16 +113,23 @@ def _takes_logits_to_keep(model: nn.Module) -> bool:
 
 @functools.cache
 def recording(base: type) -> type:
-    """``base`` (lm-eval's ``HFLM``) computing, per request, every condition of ``self.conditions``
-    (lists of interventions) into ``self.answers`` ([{(context ids, continuation ids): (log-prob,
-    greedy)}], one per condition), and answering lm-eval with the first condition's. Set both
-    attributes on the instance before evaluating."""
+    """``base`` (lm-eval's ``HFLM``) computing, per request, every condition of ``conditions``
+    (lists of interventions) into ``answers`` ([{:func:`request_key`: the answer}], one per
+    condition), and answering lm-eval with the first condition's; both class attributes of a
+    subclass. ``last_answers``: per condition, the answers of the last token-level call, in order."""
     from lm_eval.models.utils import Collator
     from lm_eval.models.utils_hf import pad_and_concat
 
     class Recording(base):
         conditions: list[list[dict]] = []
         answers: list[dict] = []
+        last_answers: list[list] = []
+
+        def loglikelihood(self, requests, disable_tqdm: bool = False):
+            first = super().loglikelihood(requests, disable_tqdm=disable_tqdm)   # lm-eval's order
+            for store, got in zip(self.answers, self.last_answers):
+                store.update({request_key("loglikelihood", r): a for r, a in zip(requests, got)})
+            return first
 
         def generate_until(self, requests, disable_tqdm: bool = False):
             return self._each_condition("generate_until", requests, disable_tqdm)
@@ -173,10 +180,8 @@ def recording(base: type) -> type:
                             # as lm-eval: greedy over the trailing tokens, log-prob gathered from the front
                             greedy = bool((greedy_tokens[:, -cont.shape[1]:] == cont).all())
                             res[c].append((float(torch.gather(lp, 2, cont.unsqueeze(-1)).sum()), greedy))
-            ordered = [re_ord.get_original(r) for r in res]
-            for store, answers in zip(self.answers, ordered):
-                store.update({(tuple(ctx), tuple(cont)): a for (_, ctx, cont), a in zip(requests, answers)})
-            return ordered[0]
+            self.last_answers = [re_ord.get_original(r) for r in res]
+            return self.last_answers[0]
 
         @torch.no_grad()
         def _condition_logprobs(self, inps: torch.Tensor, positions: list[int], starts: list[int]):
@@ -205,24 +210,28 @@ def request_key(kind: str, request) -> tuple:
 
 @functools.cache
 def replaying(base: type) -> type:
-    """``base`` answering each log-likelihood request from ``self.answers`` (one condition's, as
-    :func:`recording` kept them); set it on the instance before evaluating."""
+    """``base`` answering each request from ``answers`` (one condition's, as :func:`recording` kept
+    them; a class attribute of a subclass)."""
 
     class Replaying(base):
         answers: dict = {}
 
-        def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs=None):
-            try:
-                return [self.answers[(tuple(ctx), tuple(cont))] for _, ctx, cont in requests]
-            except KeyError as e:
-                raise RuntimeError("a request the recording pass did not see: the tasks were built "
-                                   "differently") from e
+        def loglikelihood(self, requests, disable_tqdm: bool = False):
+            # by the request's strings: a replay encodes nothing
+            return self._replayed("loglikelihood", requests)
 
         def generate_until(self, requests, disable_tqdm: bool = False):
-            return [self.answers[request_key("generate_until", r)] for r in requests]
+            return self._replayed("generate_until", requests)
 
         def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
-            return [self.answers[request_key("loglikelihood_rolling", r)] for r in requests]
+            return self._replayed("loglikelihood_rolling", requests)
+
+        def _replayed(self, kind: str, requests) -> list:
+            try:
+                return [self.answers[request_key(kind, r)] for r in requests]
+            except KeyError as e:
+                raise RuntimeError(f"a {kind} request the recording pass did not see: the tasks were built "
+                                   "differently") from e
 
     Replaying.__qualname__ = Replaying.__name__ = f"Replaying{base.__name__}"
     return Replaying
@@ -232,7 +241,7 @@ def evaluate_conditions(model: nn.Module, tokenizer, tasks: list[str], suite, co
                         **settings) -> list:
     """The :class:`~.lm_eval_bridge.Scores` of each of ``conditions`` (lists of interventions), as
     ``evaluate(model, tokenizer, tasks, suite, condition, **settings)`` gives them: one recording
-    pass, then one replay per further condition. Where the tasks ask for more than log-likelihoods
+    pass, then one replay per further condition. Where the evaluation cannot be shared
     (:class:`NotShared`), each condition is evaluated on its own."""
     from lm_eval.models.huggingface import HFLM
 
