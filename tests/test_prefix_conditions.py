@@ -36,18 +36,18 @@ def lm_of(lm_class, model, tokenizer, batch_size=4):
                                    softmax_dtype=torch.float32)
 
 
-def one_by_one(model, tokenizer, requests, condition):
+def one_by_one(model, tokenizer, requests, condition, base=None):
     from lm_eval.models.huggingface import HFLM
 
     with applied(model, condition):
-        return lm_of(HFLM, model, tokenizer)._loglikelihood_tokens(requests, disable_tqdm=True)
+        return lm_of(base or HFLM, model, tokenizer)._loglikelihood_tokens(requests, disable_tqdm=True)
 
 
-def shared(model, tokenizer, requests, conditions):
+def shared(model, tokenizer, requests, conditions, base=None):
     from lm_eval.models.huggingface import HFLM
 
     stores = [{} for _ in conditions]
-    lm = lm_of(type("R", (recording(HFLM),), {"conditions": conditions, "answers": stores}), model, tokenizer)
+    lm = lm_of(type("R", (recording(base or HFLM),), {"conditions": conditions, "answers": stores}), model, tokenizer)
     first = lm._loglikelihood_tokens(requests, disable_tqdm=True)
     assert first == lm.last_answers[0]
     return lm.last_answers
@@ -81,6 +81,21 @@ def test_every_condition_scores_as_its_own_evaluation(tiny_model, family):
         assert_same(g, want), condition
     # the conditions score differently: a shared forward that ignored them would fail
     assert len({tuple(round(s, 4) for s, _ in w) for w in wants}) == len(conditions)
+
+
+def test_with_contexts_shared_each_condition_scores_as_its_own_evaluation(tiny_model):
+    """eval.shared_prefix: depths from the shared forward, a removal's or an ablation's answers of
+    several tokens on the shared-context path under its interventions; each as its own evaluation."""
+    from lm_eval.models.huggingface import HFLM
+
+    from gna.evaluation.shared_prefix import sharing_contexts
+
+    model, tokenizer = tiny_model("llama", layers=LAYERS)
+    requests = requests_of(tokenizer)
+    conditions = [[{"truncate": 2}], [{"truncate": 3}], [{"drop_layer": 1}], [{"ablate_heads": [[2, 0]]}]]
+    base = sharing_contexts(HFLM)
+    for condition, g in zip(conditions, shared(model, tokenizer, requests, conditions, base)):
+        assert_same(g, one_by_one(model, tokenizer, requests, condition, base)), condition
 
 
 def test_first_changed_layer_reads_the_interventions():

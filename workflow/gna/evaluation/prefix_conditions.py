@@ -153,11 +153,41 @@ def recording(base: type) -> type:
                 raise NotShared(f"backend {self.backend}, batch size {self.batch_size}")
             n = adapter_for(self.model).describe().n_layers
             starts = [first_changed_layer(c, n) for c in self.conditions]
+            everyone = list(range(len(self.conditions)))
+            # With each context run once (eval.shared_prefix: a base sharing contexts), a continuation
+            # of several tokens costs its context once per condition; from a kept residual it runs
+            # its whole row instead. A condition that runs layers past its start (not a truncation)
+            # scores those requests on the base's own path, under its interventions.
+            own = [c for c in everyone if hasattr(self, "_score_context")
+                   and any(next(iter(spec)) != "truncate" for spec in self.conditions[c])]
+            long = [i for i, r in enumerate(requests) if len(r[2]) > 1] if own else []
+            short = sorted(set(range(len(requests))) - set(long))
+            answers: list[list] = [[None] * len(requests) for _ in everyone]
+
+            def fill(indices, conditions, got):
+                for c, per in zip(conditions, got):
+                    for i, a in zip(indices, per):
+                        answers[c][i] = a
+
+            if short:
+                fill(short, everyone, self._shared_answers([requests[i] for i in short], everyone, starts))
+            cheap = [c for c in everyone if c not in own]
+            if long and cheap:
+                fill(long, cheap, self._shared_answers([requests[i] for i in long], cheap, starts))
+            for c in own if long else []:
+                with applied(self.model, self.conditions[c]):
+                    fill(long, [c], [super()._loglikelihood_tokens([requests[i] for i in long], disable_tqdm=True)])
+            self.last_answers = answers
+            return answers[0]
+
+        def _shared_answers(self, requests, conditions: list[int], starts: list[int]) -> list[list]:
+            """Per condition of ``conditions`` (indices), the (log-prob, greedy) of each request, from
+            one shared forward per batch of lm-eval's."""
             # lm-eval's own ordering and grouping (HFLM._loglikelihood_tokens), so its batches
             re_ord = Collator(requests, sort_fn=lambda r: (-len(r[1] + r[2]), tuple(r[1] + r[2])),
                               group_by="contexts" if self.logits_cache else None,
                               group_fn=lambda r: r[-2] + r[-1][:-1])
-            res: list[list] = [[] for _ in self.conditions]
+            res: list[list] = [[] for _ in conditions]
             for chunk in re_ord.get_batched(n=self.batch_size, batch_fn=None):
                 inps, spans = [], []
                 for _, context_enc, continuation_enc in chunk:
@@ -171,25 +201,28 @@ def recording(base: type) -> type:
                                                  logits=torch.zeros(1, 1, 1)))
                            for r, ctx, cont in chunk]
                 positions = sorted({p for a, b in spans for p in range(a, b)})
-                for c, rows in enumerate(self._condition_logprobs(batched, positions, starts)):
+                at = {p: k for k, p in enumerate(positions)}
+                chosen = [self.conditions[c] for c in conditions]
+                for c, rows in enumerate(self._condition_logprobs(batched, positions, chosen,
+                                                                  [starts[c] for c in conditions])):
                     for (a, b), row, served in zip(spans, rows, members):
-                        lp = row[[positions.index(p) for p in range(a, b)]].unsqueeze(0)   # (1, cont, vocab)
+                        lp = row[[at[p] for p in range(a, b)]].unsqueeze(0)   # (1, cont, vocab)
                         greedy_tokens = lp.argmax(dim=-1)
                         for _, cont_toks, _ in served:
                             cont = torch.tensor(cont_toks, dtype=torch.long, device=lp.device).unsqueeze(0)
                             # as lm-eval: greedy over the trailing tokens, log-prob gathered from the front
                             greedy = bool((greedy_tokens[:, -cont.shape[1]:] == cont).all())
                             res[c].append((float(torch.gather(lp, 2, cont.unsqueeze(-1)).sum()), greedy))
-            self.last_answers = [re_ord.get_original(r) for r in res]
-            return self.last_answers[0]
+            return [re_ord.get_original(r) for r in res]
 
         @torch.no_grad()
-        def _condition_logprobs(self, inps: torch.Tensor, positions: list[int], starts: list[int]):
+        def _condition_logprobs(self, inps: torch.Tensor, positions: list[int], conditions: list[list[dict]],
+                                starts: list[int]):
             """Per condition, the float32 log-probs at ``positions`` of each row of ``inps`` (batch,
             width), (batch, len(positions), vocab)."""
             kept = residuals_leaving(self.model, inps, starts)
             keep = torch.tensor(positions, dtype=torch.long, device=inps.device)
-            for condition, start in zip(self.conditions, starts):
+            for condition, start in zip(conditions, starts):
                 with ExitStack() as stack:
                     stack.enter_context(starting_at(self.model, start, kept.get(start)))
                     stack.enter_context(applied(self.model, condition))
@@ -250,12 +283,15 @@ def evaluate_conditions(model: nn.Module, tokenizer, tasks: list[str], suite, co
     conditions = [list(c or []) for c in conditions]
     if not conditions:
         return []
+    from .shared_prefix import sharing_contexts
+
+    base = sharing_contexts(HFLM) if settings.get("shared_prefix") else HFLM
     stores: list[dict] = [{} for _ in conditions]
-    record = type("Recording", (recording(HFLM),), {"conditions": conditions, "answers": stores})
+    record = type("Recording", (recording(base),), {"conditions": conditions, "answers": stores})
     try:
         first = evaluate(model, tokenizer, tasks, suite, (), lm_class=record, **settings)
     except NotShared:
         return [evaluate(model, tokenizer, tasks, suite, c, **settings) for c in conditions]
     return [first] + [evaluate(model, tokenizer, tasks, suite, (), **settings,
-                               lm_class=type("Replaying", (replaying(HFLM),), {"answers": store}))
+                               lm_class=type("Replaying", (replaying(base),), {"answers": store}))
                       for store in stores[1:]]
