@@ -10,11 +10,12 @@ minimal model removed, ``--minimal`` its depth), ``heads`` (Table 1's head searc
         [--experiments gradual individual heads] [--minimal D] [--head-layer L] [--out DIR]
 
 ``--mmlu N``: the local MMLU sample of N questions (the pinned MMLU artifact; the real preset's
-task, ``mmlu_local``); without it, the micro study's tasks (a micro model). Writes ``<out>/times.csv``
+task, ``mmlu_local``, with ``--cloze`` its knowledge task too); without it, the micro study's tasks
+(a micro model). ``--every n``: every n-th depth or removal only. Writes ``<out>/times.csv``
 and prints the ratios. The acceptance run (hours on one core):
 
     python benchmarks/shared_conditions.py --model results/models/qwen2.5-coder-1.5b --dtype bfloat16 \
-        --mmlu 91 --minimal 24 --head-layer 22
+        --mmlu 91 --cloze --shared-prefix --batch-size 4 --minimal 24 --head-layer 22
 """
 from __future__ import annotations
 
@@ -55,18 +56,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--mmlu", type=int, default=None, help="questions of the local MMLU sample")
+    ap.add_argument("--mmlu", type=int, default=None, help="questions of the local MMLU sample (>= 91)")
+    ap.add_argument("--cloze", action="store_true", help="also the cloze MMLU task (the real preset's knowledge)")
     ap.add_argument("--experiments", nargs="+", default=["gradual", "individual", "heads"],
                     choices=["gradual", "individual", "heads"])
     ap.add_argument("--minimal", type=int, default=None, help="the minimal model's depth (default: all layers)")
     ap.add_argument("--head-layer", type=int, default=None, help="the layer whose heads are searched")
     ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--shared-prefix", action="store_true", help="eval.shared_prefix (the real preset's)")
+    ap.add_argument("--every", type=int, default=1, help="every n-th depth or removal only (a quicker measure)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/shared_conditions"))
     args = ap.parse_args()
     torch.set_num_threads(1)
 
     cfg = with_defaults(yaml.safe_load((ROOT / "config.yaml").read_text()))
-    eval_cfg = {**cfg["eval"], "chat_tasks": [], "batch_size": args.batch_size}
+    eval_cfg = {**cfg["eval"], "chat_tasks": [], "batch_size": args.batch_size, "shared_prefix": args.shared_prefix}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.mmlu:
@@ -74,7 +78,8 @@ def main() -> None:
         from gna.external import artifact_file
 
         build(ROOT / artifact_file("mmlu"), out / "mmlu", size=args.mmlu, seed=0)
-        tasks, micro_data, eval_cfg["local_mmlu_dir"] = ["mmlu_local"], None, str(out / "mmlu")
+        tasks = ["mmlu_local"] + (["mmlu_local_cloze"] if args.cloze else [])
+        micro_data, eval_cfg["local_mmlu_dir"] = None, str(out / "mmlu")
         eval_cfg["max_length"] = None
     else:
         tasks, micro_data = [cfg["tasks"]["mmlu"], *cfg["tasks"]["knowledge"]], str(ROOT / cfg["tasks"]["micro_data"])
@@ -87,6 +92,8 @@ def main() -> None:
     times = []
     for experiment in args.experiments:
         conditions = conditions_of(experiment, model[0], minimal, head_layer)
+        if experiment != "heads":
+            conditions = conditions[args.every - 1::args.every]
         fields = [{"condition": i} for i in range(len(conditions))]
         start = time.process_time()
         before = [evaluation_rows(spec, tasks, c, eval_cfg, micro_data, f, model=model)
