@@ -19,6 +19,17 @@ one-token-continuation groups, its slices), and returns the first condition's; e
 is then a ``simple_evaluate`` with an LM that replays its answers (:func:`replaying`), so its rows
 are those of its own evaluation (``tests/test_prefix_conditions.py`` holds them to it, every family).
 
+This holds for every family the adapters describe, SSMs and hybrids included (Mamba-1/2, Zamba2,
+whose shared attention block is called inside the layer it serves, Jamba, Bamba, Falcon-H1,
+Nemotron-H, Llamba): each model's loop hands only the hidden states from layer to layer, which is
+what truncation and removal (:class:`gna.interventions.layers.SkipLayer`) already rely on. No
+family keeps per-condition evaluations.
+
+With each context run once (``eval.shared_prefix``), a condition that runs layers past its start
+(a removal, an ablation; not a truncation) scores the continuations of several tokens on that
+shared-context path under its interventions instead: from a kept residual each would run its whole
+row, its context once per answer.
+
 Each condition's forward is its own: interventions are hooks on the one model, so conditions do not
 share a batch. A task that generates text or scores rolling log-likelihoods runs lm-eval's own
 path once per condition in the recording pass (nothing shared there), replayed likewise.
