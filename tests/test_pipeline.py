@@ -1,6 +1,7 @@
 """The Snakemake workflow end to end on the smoke preset, in a scratch working directory."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -26,7 +27,8 @@ def run(workdir, *args, config=None, check=True):
 
 
 def planned_jobs(out) -> dict[str, int]:
-    """The 'Job stats' table of a dry run: rule -> count."""
+    """The 'Job stats' table of a dry run: rule -> count (a rule's batches, ``batch_<rule>_<i>``, as
+    ``batch_<rule>``)."""
     jobs, table = {}, False
     for line in out.stdout.splitlines():
         parts = line.split()
@@ -35,7 +37,8 @@ def planned_jobs(out) -> dict[str, int]:
         elif table and len(parts) == 2 and parts[1].isdigit():
             if parts[0] == "total":
                 break
-            jobs[parts[0]] = int(parts[1])
+            name = re.sub(r"^batch_(.+)_\d+$", r"batch_\1", parts[0])
+            jobs[name] = jobs.get(name, 0) + int(parts[1])
     return jobs
 
 
@@ -100,12 +103,12 @@ def test_rerun_has_nothing_to_do_and_a_param_change_reruns_only_its_experiment(s
     assert planned_jobs(run(smoke_run, "-n", "--cores", "1")) == {}
     tolerance = changed_config(tmp_path, lambda c: c["experiments"]["layer_pruning"].update(tolerance=0.4))
     assert planned_jobs(run(smoke_run, "-n", "--cores", "1", config=tolerance)) == {
-        "minimal_model": 1, "individual_pruning": 3, "critical_layers": 1, "critical_heads": 1,
+        "minimal_model": 1, "batch_individual_pruning": 1, "critical_layers": 1, "critical_heads": 1,
         "head_keeping": 4,
         "pruning_figures": 1, "head_keeping_table": 1, "findings": 1, "all": 1}
     arc = changed_config(tmp_path, lambda c: c["experiments"]["arc_chat"].update(k=[0, 1]))
     assert planned_jobs(run(smoke_run, "-n", "--cores", "1", config=arc)) == {
-        "topk_removal": 1, "topk_tables": 1, "findings": 1, "all": 1}
+        "batch_topk_removal": 1, "topk_tables": 1, "findings": 1, "all": 1}
 
 
 @pytest.mark.parametrize("edit,message", [
@@ -127,9 +130,10 @@ def test_bad_config_is_refused_before_any_job(tmp_path, edit, message):
 def test_paper_preset_builds_its_dag_offline(tmp_path):
     jobs = planned_jobs(run(tmp_path, "-n", "--cores", "1", config=ROOT / "workflow/configs/paper.yaml"))
     # 7 G&A scans + the distilled teacher's on the follow-up's separator (results/scan_distill)
-    assert jobs["head_scan"] == 8 and jobs["gradual_pruning"] == 32 + 64 + 32
-    # slide tables (Zamba2 k lists) + ARC chat; the slide tables' random-k control: 3 draws per k > 0
-    assert jobs["topk_removal"] == 4 + 4 + 4 + 3 + 4 + 4 + 4 + 3 * (3 + 3 + 3 + 2 + 3)
+    # a model's depths (32 + 64 + 32) in one job, its removals in another (gna.experiments.shared_conditions)
+    assert jobs["head_scan"] == 8 and jobs["batch_gradual_pruning"] == jobs["batch_individual_pruning"] == 3
+    # slide tables (Zamba2 k lists) + ARC chat, one job per model and experiment
+    assert jobs["batch_topk_removal"] == 7 and "topk_removal" not in jobs
     out = run(tmp_path, "-n", "--cores", "1", "--rerun-triggers", "mtime", config=ROOT / "workflow/configs/paper.yaml")
     scan = out.stdout.split("rule head_scan:", 1)[1].split("rule ", 1)[0]
     assert "gpu=1" in scan

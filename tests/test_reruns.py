@@ -109,11 +109,13 @@ def smoke_with(edit, tmp_path) -> Path:
     pytest.param(lambda c: c["experiments"]["kv_pairs"].update(pairs=[2, 3]),
                  {"kv_probe": 3, "kv_pairs": 3, "kv_pairs_figure": 1, "findings": 1, "all": 1}, id="kv_pairs"),
     pytest.param(lambda c: c["experiments"]["topk_removal"].update(k=[0, 1]),
-                 # k = 1 ranked and its random control (2 draws) for each of the 2 models
-                 {"topk_removal": 2 + 2 * 2, "topk_tables": 1, "topk_figure": 1, "findings": 1, "all": 1},
+                 # k = 1 ranked and its random control (2 draws) for each of the 2 models, a model's in one job
+                 # (its k = 0 too: the hybrid table reading it follows)
+                 {"batch_topk_removal": 2, "topk_tables": 1, "topk_figure": 1, "hybrid_attention_table": 1,
+                  "findings": 1, "all": 1},
                  id="topk_removal"),
     pytest.param(lambda c: c["experiments"]["layer_pruning"].update(tolerance=0.4),
-                 {"minimal_model": 1, "individual_pruning": 3, "critical_layers": 1, "critical_heads": 1,
+                 {"minimal_model": 1, "batch_individual_pruning": 1, "critical_layers": 1, "critical_heads": 1,
                   "head_keeping": 4,
                   "pruning_figures": 1, "head_keeping_table": 1, "findings": 1, "all": 1}, id="layer_pruning"),
     pytest.param(lambda c: c["models"]["mamba2-tiny"]["random"].update(hidden=64),

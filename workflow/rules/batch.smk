@@ -24,6 +24,10 @@ BATCH_CONDITIONS = config["batch_conditions"]
 # The batched rules, each with the key that keeps its conditions apart (wildcards -> a tuple; one
 # batch per key, see above), as their rule files declare them.
 BATCHED_RULES = EXPERIMENT_REGISTRY.batched()
+# Those whose conditions share work when evaluated together (gna.experiments.shared_conditions: the
+# layers a condition leaves unchanged run once): batched by their own key (per model) even with
+# batch_conditions 1.
+SHARED_RULES = EXPERIMENT_REGISTRY.shared()
 # What a batch asks of the scheduler: its rule's own threads and resources.
 BATCH_LAUNCH = EXPERIMENT_REGISTRY.launch()
 # The conditions this study needs: the files the consumers list (their fixed inputs, so a consumer's
@@ -33,9 +37,11 @@ BATCH_CANDIDATES = (EXPERIMENT_REGISTRY.batch_inputs()
 
 
 for _i, (_rule, _files) in enumerate(batches.condition_batches(workflow, BATCHED_RULES, BATCH_CANDIDATES,
-                                                               BATCH_CONDITIONS)):
+                                                               BATCH_CONDITIONS, SHARED_RULES)):
     _threads, _resources = BATCH_LAUNCH.get(_rule, (THREADS, MODEL_RESOURCES))
     _jobs = [batches.condition_job(workflow, getattr(rules, _rule), _rule, f, _threads, config) for f in _files]
+    if BATCH_CONDITIONS == 1:  # batched only to share work: the plan counts its conditions
+        EXPERIMENT_REGISTRY.shared_batches[f"batch_{_rule}_{_i}"] = (_rule, [dict(j["wildcards"]) for j in _jobs])
 
     rule batch:
         name:
@@ -46,6 +52,7 @@ for _i, (_rule, _files) in enumerate(batches.condition_batches(workflow, BATCHED
             batches.batch_outputs(workflow, _rule, _jobs),
         params:
             jobs=_jobs,
+            shared=_rule in SHARED_RULES,
         priority: workflow.get_rule(_rule).priority
         threads: _threads
         resources:

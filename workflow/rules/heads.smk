@@ -230,6 +230,8 @@ EXPERIMENT_REGISTRY.declare(
     "topk_removal",
     targets=lambda: [f"{FIGURES}/topk_removal.md", f"{FIGURES}/topk_removal.png"],
     batched={"topk_removal": lambda wc: ()},
+    # a model's removals together, the layers below each one's lowest head run once
+    shared={"topk_removal": lambda wc: (wc["model"], wc["experiment"])},
     # the per-model lists of k, which topk_tables takes by wildcard
     batch_inputs=lambda: [f for e in ("topk_removal", "arc_chat") for files in topk_outputs(e).values() for f in files],
     plan={"topk_removal": Estimator("gna.plan.job_estimates:evaluation",

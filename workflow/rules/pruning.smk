@@ -128,6 +128,8 @@ EXPERIMENT_REGISTRY.declare(
     "layer_pruning",
     targets=lambda: [f"{FIGURES}/gradual_pruning.png", f"{FIGURES}/individual_pruning.png"],
     batched={"gradual_pruning": lambda wc: (), "individual_pruning": lambda wc: ()},
+    # a model's depths from one forward per request batch, its removals from the layers below each
+    shared={"gradual_pruning": lambda wc: (wc["model"],), "individual_pruning": lambda wc: (wc["model"],)},
     # the per-model depths and layers, which minimal_model and critical_layers take by wildcard
     batch_inputs=lambda: [f"results/pruning/{m}/{kind}{i}.csv" for m in experiment_models("layer_pruning")
                           for kind, first in (("gradual/depth", 1), ("individual/layer", 0))

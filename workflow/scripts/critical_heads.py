@@ -4,7 +4,7 @@ import json
 
 import pandas as pd
 
-from gna.experiments.run import evaluation_rows, write_answers
+from gna.experiments.run import condition_rows, write_answers
 from gna.io import write_csv
 from gna.models import describe, load_model
 from gna.jobs.script_job import job
@@ -19,16 +19,18 @@ with job(snakemake) as log:
         frames.append(pd.DataFrame([{**p.fields, "layer": pd.NA, "head": pd.NA, "note": "no critical layer pair"}]))
     else:
         model = load_model(p.spec)
+        conditions, fields = [], []
         for layer in pair:
             mixers = describe(model[0]).mixers_in(layer)   # a hybrid layer: its attention heads
             mixer = next((m for m in mixers if m.kind == "attention"), mixers[0])
             for head in range(mixer.n_heads):
-                rows = evaluation_rows(p.spec, p.tasks, [{"truncate": depth},
-                                                         {"ablate_heads": [[layer, head, mixer.kind]]}],
-                                       p.eval, p.micro_data, {**p.fields, "layer": layer, "head": head,
-                                                              "kind": mixer.kind}, model=model, answers=answers)
-                frames.append(rows)
-                log.info("L%dH%d removed: %s", layer, head,
-                         rows[rows.metric == "acc"][["task", "value"]].to_string(index=False, header=False))
+                conditions.append([{"truncate": depth}, {"ablate_heads": [[layer, head, mixer.kind]]}])
+                fields.append({**p.fields, "layer": layer, "head": head, "kind": mixer.kind})
+        # one request batch at a time, the layers below each head's layer run once for all heads
+        for f, rows in zip(fields, condition_rows(p.spec, p.tasks, conditions, p.eval, p.micro_data, fields,
+                                                  model=model, answers=answers)):
+            frames.append(rows)
+            log.info("L%dH%d removed: %s", f["layer"], f["head"],
+                     rows[rows.metric == "acc"][["task", "value"]].to_string(index=False, header=False))
     write_csv(pd.concat(frames, ignore_index=True), snakemake.output[0])
     write_answers(answers, snakemake.output.answers)

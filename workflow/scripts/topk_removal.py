@@ -2,16 +2,19 @@
 the random-k control (``draw`` wildcard ``-random<seed>``): k heads drawn with that seed among
 the same kinds.
 
-With ``kinds`` (Zamba2's slide tables: attention) k counts, and ranks among, those heads only."""
+With ``kinds`` (Zamba2's slide tables: attention) k counts, and ranks among, those heads only.
+In a batch, a model's removals are evaluated together, the layers below each one's lowest removed
+head run once (gna.experiments.shared_conditions)."""
 
 import pandas as pd
 
 from gna.experiments.head_selection import random_heads, top_heads
-from gna.experiments.run import evaluation_rows, write_answers
+from gna.experiments.run import write_answers
+from gna.experiments.shared_conditions import Evaluation, run_one
 from gna.io import write_csv
-from gna.jobs.script_job import job
 
-with job(snakemake) as log:
+
+def plan(snakemake, log):
     p = snakemake.params
     ranking = pd.read_csv(snakemake.input.ranking)
     k, draw = int(snakemake.wildcards.k), snakemake.wildcards.get("draw", "")
@@ -21,10 +24,13 @@ with job(snakemake) as log:
         heads = top_heads(ranking, k, kinds=p.kinds)
     log.info("removing %d %s heads%s: %s", len(heads), "random" if draw else "top",
              f" ({'/'.join(p.kinds)} only)" if p.kinds else "", heads)
-    answers = []
-    rows = evaluation_rows(p.spec, p.tasks, [{"ablate_heads": heads}], p.eval, p.micro_data,
-                           {**p.fields, "head_kinds": "/".join(p.kinds) if p.kinds else "all",
-                            "n_heads": int(len(ranking) if not p.kinds else ranking.kind.isin(p.kinds).sum()),
-                            "heads": " ".join(f"L{h[0]}H{h[1]}" for h in heads) or "none"}, answers=answers)
-    write_csv(rows, snakemake.output[0])
-    write_answers(answers, snakemake.output.answers)
+    return Evaluation(p.spec, p.tasks, [{"ablate_heads": heads}], p.eval, p.micro_data,
+                      {**p.fields, "head_kinds": "/".join(p.kinds) if p.kinds else "all",
+                       "n_heads": int(len(ranking) if not p.kinds else ranking.kind.isin(p.kinds).sum()),
+                       "heads": " ".join(f"L{h[0]}H{h[1]}" for h in heads) or "none"},
+                      finish=lambda rows, answers: (write_csv(rows, snakemake.output[0]),
+                                                    write_answers(answers, snakemake.output.answers)))
+
+
+if __name__ == "__main__":
+    run_one(snakemake, plan)

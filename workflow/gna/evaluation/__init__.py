@@ -13,6 +13,8 @@
   it asks ``models`` whether a model's mixers are all attention and ``interventions.layers`` whether
   its first layer is skipped.
 - :mod:`.resume_requests`: the requests in units kept as each finishes, for a stopped job to resume.
+- :mod:`.prefix_conditions`: several conditions of one model (every depth, each removed layer or
+  head) through lm-eval, the layers below each condition's first changed layer run once per batch.
 
 May import: ``errors``, ``io``, ``resume``, ``interventions.vocabulary``, ``interventions.layers``,
 ``micro.lm_eval_tasks``, ``models``.

@@ -119,7 +119,8 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
              batch_size: int = 32, max_length: int | None = 2048, limit: int | None = None,
              chat_tasks: tuple[str, ...] = (), num_fewshot: int | dict | None = 0,
              add_bos_token: bool | None = None, fewshot_as_multiturn: bool = False,
-             task_definitions: str = INSTALLED, shared_prefix: bool = False, items: bool = False) -> Scores:
+             task_definitions: str = INSTALLED, shared_prefix: bool = False, items: bool = False,
+             lm_class: type | None = None) -> Scores:
     """The :class:`Scores` of ``model`` under ``interventions`` (stderr dropped).
 
     ``add_bos_token``: ``None`` = the tokenizer's default (lm-eval 0.4.13's), ``False`` = 0.4.7's;
@@ -128,9 +129,11 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
     template (ARC-C "chat"). Tasks run in groups of equal (chat, few-shot), each group one
     ``simple_evaluate`` call. ``shared_prefix``: each distinct context runs once
     (:mod:`.shared_prefix`; the same log-probabilities up to float rounding). ``items``: keep each
-    question's answer (``Scores.answers``). In a resuming job (every Snakemake job: :mod:`gna.resume`)
-    the requests run in units kept as each finishes, and a stopped run's units are not run again
-    (:mod:`.resume_requests`)."""
+    question's answer (``Scores.answers``). ``lm_class``: the ``HFLM`` subclass to evaluate with
+    instead (:mod:`.prefix_conditions`' recording and replaying). In a resuming job (every Snakemake
+    job: :mod:`gna.resume`) lm-eval's own requests run in units kept as each finishes, and a stopped
+    run's units are not run again (:mod:`.resume_requests`); a given ``lm_class`` batches its own way
+    and is not resumed by units."""
     import torch
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
@@ -147,9 +150,10 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
 
     interventions = list(interventions)
     # in a resuming job, the units of requests a stopped run finished (.resume_requests)
-    partial = section("evaluate", tasks, interventions, batch_size, max_length, limit, sorted(chat_tasks), num_fewshot,
-                      add_bos_token, fewshot_as_multiturn, task_definitions, shared_prefix)
-    lm_class = encoding_once(sharing_contexts(HFLM) if shared_prefix else HFLM)
+    partial = None if lm_class is not None else section(
+        "evaluate", tasks, interventions, batch_size, max_length, limit, sorted(chat_tasks), num_fewshot,
+        add_bos_token, fewshot_as_multiturn, task_definitions, shared_prefix)
+    lm_class = encoding_once(lm_class or (sharing_contexts(HFLM) if shared_prefix else HFLM))
     lm = (keeping_finished(lm_class) if partial is not None else lm_class)(
         pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=max_length,
         add_bos_token=add_bos_token, softmax_dtype=torch.float32)

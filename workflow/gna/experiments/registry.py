@@ -59,6 +59,10 @@ class Experiment:
     batched: dict[str, Callable] = field(default_factory=dict)
     """Rules whose conditions may share a job (config batch_conditions): rule -> wildcards -> key;
     conditions with different keys never share one."""
+    shared: dict[str, Callable] = field(default_factory=dict)
+    """Batched rules whose conditions share work when they run together
+    (:mod:`gna.experiments.shared_conditions`): rule -> wildcards -> key. Batched by that key even
+    where batch_conditions is 1 (one job per model, not per condition)."""
     batch_inputs: Callable[[], list[str]] = lambda: []
     """Outputs of batched rules that consumers take by wildcard (a per-model list of conditions):
     the batches are built from them and from the consumers' fixed inputs."""
@@ -78,6 +82,9 @@ class Registry:
 
     def __init__(self):
         self.experiments: dict[str, Experiment] = {}
+        self.shared_batches: dict[str, tuple[str, list[dict]]] = {}
+        """batch rule -> (its rule, each condition's wildcards): the batches that exist only because
+        their conditions share work (batch_conditions 1), which the plan counts condition by condition."""
 
     def declare(self, name: str, **what) -> Experiment:
         if name in self.experiments:
@@ -106,6 +113,9 @@ class Registry:
     def batched(self) -> dict[str, Callable]:
         return {rule: key for e in self._each() for rule, key in e.batched.items()}
 
+    def shared(self) -> dict[str, Callable]:
+        return {rule: key for e in self._each() for rule, key in e.shared.items()}
+
     def batch_inputs(self) -> list[str]:
         return [f for e in self._each() for f in e.batch_inputs()]
 
@@ -128,7 +138,8 @@ class Registry:
         if path:
             with open(path, "w") as f:
                 json.dump({"estimators": self.estimators(), "sections": self.sections(),
-                           "on_demand": self.on_demand(enabled)}, f, sort_keys=True)
+                           "on_demand": self.on_demand(enabled), "shared_batches": self.shared_batches}, f,
+                          sort_keys=True)
 
 
 def resolve(dotted: str) -> Callable:

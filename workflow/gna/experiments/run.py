@@ -5,6 +5,7 @@ import pandas as pd
 
 from ..evaluation.items import COLUMNS
 from ..evaluation.lm_eval_bridge import TaskSuite, evaluate, tidy
+from ..evaluation.prefix_conditions import evaluate_conditions
 from ..interventions.vocabulary import label
 from ..io import write_csv
 from ..models import load_model
@@ -23,24 +24,40 @@ def evaluation_rows(spec: dict, tasks: list[str], interventions: list[dict], eva
     beyond the config's. ``answers``: a list to which the condition's per-question answers are appended
     (:mod:`gna.evaluation.items`' table, with ``fields`` and the intervention in front), for
     :func:`write_answers`."""
+    return condition_rows(spec, tasks, [interventions], eval_cfg, micro_data, [fields], model=model, suite=suite,
+                          answers=answers)[0]
+
+
+def condition_rows(spec: dict, tasks: list[str], conditions: list[list[dict]], eval_cfg: dict,
+                   micro_data: str | None, fields: list[dict], model=None, suite: TaskSuite | None = None,
+                   answers: list | None = None) -> list[pd.DataFrame]:
+    """:func:`evaluation_rows` of each of ``conditions`` (lists of interventions; ``fields``: one per
+    condition), the model loaded once and, for several conditions, the layers each leaves unchanged
+    run once per batch (:mod:`gna.evaluation.prefix_conditions`): the same rows, and the same answers
+    appended to ``answers``, condition after condition."""
     if model is None:
         model, tokenizer = load_model(spec)
     else:
         model, tokenizer = model
     suite = suite or TaskSuite(micro_data, local_mmlu_dir=eval_cfg.get("local_mmlu_dir"),
                                local_suite_dir=eval_cfg.get("local_suite_dir"))
-    results = evaluate(model, tokenizer, tasks, suite, interventions,
-                       batch_size=eval_cfg["batch_size"], max_length=eval_cfg["max_length"],
-                       limit=eval_cfg["limit"], chat_tasks=tuple(eval_cfg["chat_tasks"]),
-                       num_fewshot=eval_cfg["num_fewshot"], add_bos_token=eval_cfg["add_bos_token"],
-                       fewshot_as_multiturn=eval_cfg["fewshot_as_multiturn"],
-                       task_definitions=eval_cfg["task_definitions"],
-                       shared_prefix=eval_cfg.get("shared_prefix", False), items=answers is not None)
+    settings = dict(batch_size=eval_cfg["batch_size"], max_length=eval_cfg["max_length"],
+                    limit=eval_cfg["limit"], chat_tasks=tuple(eval_cfg["chat_tasks"]),
+                    num_fewshot=eval_cfg["num_fewshot"], add_bos_token=eval_cfg["add_bos_token"],
+                    fewshot_as_multiturn=eval_cfg["fewshot_as_multiturn"],
+                    task_definitions=eval_cfg["task_definitions"],
+                    shared_prefix=eval_cfg.get("shared_prefix", False), items=answers is not None)
+    if len(conditions) == 1:
+        results = [evaluate(model, tokenizer, tasks, suite, conditions[0], **settings)]
+    else:
+        results = evaluate_conditions(model, tokenizer, tasks, suite, conditions, **settings)
     if answers is not None:
-        named = {**fields, "intervention": label(interventions)}
-        answers.append(results.answers.assign(**named)[[*named, *COLUMNS]])
-    return tidy(results, eval_cfg["num_fewshot"], **fields, intervention=label(interventions),
-                config_hash=config_hash([spec, tasks, interventions, eval_cfg]), **provenance())
+        for r, c, f in zip(results, conditions, fields):
+            named = {**f, "intervention": label(c)}
+            answers.append(r.answers.assign(**named)[[*named, *COLUMNS]])
+    return [tidy(r, eval_cfg["num_fewshot"], **f, intervention=label(c),
+                 config_hash=config_hash([spec, tasks, c, eval_cfg]), **provenance())
+            for r, c, f in zip(results, conditions, fields)]
 
 
 def write_answers(answers: list[pd.DataFrame], path) -> None:

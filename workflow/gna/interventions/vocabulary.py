@@ -52,6 +52,23 @@ def applied(model: nn.Module, specs: list[dict]) -> Iterator[nn.Module]:
         yield model
 
 
+def first_changed_layer(specs: list[dict], n_layers: int) -> int:
+    """The lowest layer ``specs`` change (``n_layers`` where they change none: ``truncate: n_layers``,
+    an empty head list): the layers below it compute what the unmodified model's do, so the residual
+    stream entering it is the unmodified model's."""
+    first = n_layers
+    for kind, arg in (_one(s) for s in specs or []):
+        if kind in ("truncate", "drop_layer"):
+            first = min(first, int(arg))
+        elif kind == "mask_last_row" and arg == "all":
+            first = 0
+        elif kind in ("ablate_heads", "mask_last_row"):
+            first = min([first] + [int(h[0]) for h in arg or []])
+        else:
+            first = min([first] + [int(k["layer"]) for k in (arg if isinstance(arg, list) else [arg])])
+    return first
+
+
 def label(specs: list[dict]) -> str:
     """A short readable name of an intervention list, e.g. ``truncate=18+ablate=L16H22``."""
     parts = []

@@ -18,15 +18,17 @@ from typing import Callable
 
 
 def condition_batches(workflow, rule_keys: dict[str, Callable[[dict], tuple]], candidates: list[str],
-                      size: int) -> list[tuple[str, list]]:
+                      size: int, shared: dict[str, Callable[[dict], tuple]] | None = None) -> list[tuple[str, list]]:
     """[(rule, [condition outputs])]: for each rule, the ``candidates`` it makes, grouped by
     ``rule_keys[rule](wildcards)`` (conditions of one key share a job; a key must keep apart the
     conditions one of which reads another's output) in chunks of ``size`` (0: one chunk per group;
-    1: no batches at all). A condition is named by its first output."""
+    1: no batches at all, but for the ``shared`` rules, whose conditions share work: grouped by
+    ``shared[rule](wildcards)``, one job per group). A condition is named by its first output."""
     from snakemake.io import apply_wildcards
 
     out = []
-    for name, key in rule_keys.items() if size != 1 else []:
+    keys = rule_keys if size != 1 else dict(shared or {})
+    for name, key in keys.items():
         rule = workflow.get_rule(name)
         groups: dict[tuple, dict[str, None]] = {}
         for c in dict.fromkeys(c for c in candidates if rule.is_producer(c)):
@@ -34,7 +36,8 @@ def condition_batches(workflow, rule_keys: dict[str, Callable[[dict], tuple]], c
             # a condition is named by its first output, whichever of its outputs a consumer lists
             groups.setdefault(tuple(key(wc)), {})[apply_wildcards(str(rule.output[0]), wc)] = None
         for g in map(list, groups.values()):
-            out += [(name, g[i: i + (size or len(g))]) for i in range(0, len(g), size or len(g))]
+            per = len(g) if size in (0, 1) else size
+            out += [(name, g[i: i + per]) for i in range(0, len(g), per)]
     return out
 
 

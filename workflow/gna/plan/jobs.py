@@ -49,7 +49,9 @@ def dag_jobs(config: dict, snakefile: str | Path = ROOT / "Snakefile", workdir: 
     """Every job that ``target`` (one or a list) needs (``--forceall``), read off the dry run of
     ``snakemake`` on ``config`` (written to a temporary config file): the DAG the rules build, with the
     estimators the rule files declare (the dry run writes them: ``Registry.dump``). ``on_demand``: with
-    the jobs of the targets the study's experiments build only when asked for by name (``on_demand``)."""
+    the jobs of the targets the study's experiments build only when asked for by name (``on_demand``). A
+    batch that runs a shared rule's conditions together (``Registry.shared_batches``) counts as its
+    conditions."""
     targets = [target] if isinstance(target, str) else list(target)
     dag = _dag_jobs(config, snakefile, workdir, targets)
     if on_demand and dag.on_demand:   # known only once the rule files are read: a second dry run
@@ -68,8 +70,10 @@ def _dag_jobs(config: dict, snakefile, workdir, targets: list[str]) -> Dag:
         if out.returncode:
             raise PlanError(f"snakemake --dry-run failed:\n{(out.stderr or out.stdout)[-3000:]}")
         registry = json.loads(declared.read_text())
-    return Dag(parse_dry_run(out.stdout + out.stderr), registry["estimators"], registry["sections"],
-               registry.get("on_demand"))
+    shared = registry.get("shared_batches", {})
+    jobs = [job for rule, wc in parse_dry_run(out.stdout + out.stderr)
+            for job in ([(shared[rule][0], dict(c)) for c in shared[rule][1]] if rule in shared else [(rule, wc)])]
+    return Dag(jobs, registry["estimators"], registry["sections"], registry.get("on_demand"))
 
 
 def parse_dry_run(text: str) -> list[tuple[str, dict]]:
