@@ -183,7 +183,8 @@ def test_a_shared_batch_writes_what_each_conditions_own_job_writes(tmp_path):
                  "params": {"spec": spec, "tasks": [cfg["tasks"]["mmlu"]], "interventions": [{"truncate": d}],
                             "eval": eval_cfg, "micro_data": str(ROOT / cfg["tasks"]["micro_data"]),
                             "fields": {"model": "micro-llama", "depth": d}},
-                 "output": [str(tmp_path / kind / f"depth{d}.csv")], "log": [str(tmp_path / kind / f"depth{d}.log")]}
+                 "output": [str(tmp_path / kind / f"depth{d}.csv"), str(tmp_path / kind / f"depth{d}.answers.csv")],
+                 "output_names": {"answers": 1}, "log": [str(tmp_path / kind / f"depth{d}.log")]}
                 for d in (1, 2, 4)]
 
     (tmp_path / "together").mkdir()
@@ -191,6 +192,6 @@ def test_a_shared_batch_writes_what_each_conditions_own_job_writes(tmp_path):
     together = jobs("together")
     run_shared(together, [condition_object(j, 1, {}) for j in together])
     run_conditions(SimpleNamespace(params=SimpleNamespace(jobs=jobs("alone")), threads=1, config={}))
-    for d in (1, 2, 4):
-        assert (tmp_path / "together" / f"depth{d}.csv").read_bytes() == (tmp_path / "alone" / f"depth{d}.csv").read_bytes()
+    for d, name in ((d, n) for d in (1, 2, 4) for n in (f"depth{d}.csv", f"depth{d}.answers.csv")):
+        assert (tmp_path / "together" / name).read_bytes() == (tmp_path / "alone" / name).read_bytes()
     assert "evaluated with 2 other condition(s)" in (tmp_path / "together" / "depth1.log").read_text()

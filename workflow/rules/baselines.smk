@@ -11,7 +11,7 @@ from gna.experiments.baselines import sources as baseline_sources
 
 BASELINES = experiment_config("baselines")
 BASELINE_DIR = "results/baselines"
-BASELINE_SOURCES = baseline_sources(config, LOCAL_MMLU_TASKS[0])
+BASELINE_SOURCES = baseline_sources(config, BASELINES, LOCAL_MMLU_TASKS[0], BASELINES.get("kv_pairs"))
 
 
 rule baseline:
@@ -52,7 +52,7 @@ rule baseline_table:
         md=f"{FIGURES}/baselines.md",
         csv=f"{FIGURES}/baselines.csv",
     params:
-        sizes_note=baseline_sizes_note(config, BASELINE_SOURCES),
+        sizes_note=baseline_sizes_note(config, BASELINE_SOURCES, BASELINES.get("kv_pairs")),
     log:
         "logs/figures/baselines.log",
     conda:

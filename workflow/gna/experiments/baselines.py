@@ -45,21 +45,21 @@ def kv_task(n_pairs: int) -> str:
     return f"{KV_PREFIX}{n_pairs}"
 
 
-def sources(config: dict, mmlu_task: str) -> dict[str, str]:
+def sources(config: dict, own: dict, mmlu_task: str, n_pairs: int | None) -> dict[str, str]:
     """Task -> where its documents come from (``suite``, ``mmlu`` or ``kv``), in the table's order, for a
-    study's validated ``config`` (none where it runs no baselines)."""
-    own = config["experiments"].get("baselines") or {}
+    study's validated ``config`` and its baselines' settings ``own`` (empty: none), with the KV probe
+    of ``n_pairs`` pairs (None: none)."""
     if not own:
         return {}
     tasks = {t + SUFFIX: "suite" for t in config["benchmarks"]["suite"]["tasks"]}
     if own["mmlu"]:
         tasks[mmlu_task] = "mmlu"
-    if own["kv_pairs"] is not None:
-        tasks[kv_task(own["kv_pairs"])] = "kv"
+    if n_pairs is not None:
+        tasks[kv_task(n_pairs)] = "kv"
     return tasks
 
 
-def sizes_note(config: dict, task_sources: dict[str, str]) -> str:
+def sizes_note(config: dict, task_sources: dict[str, str], n_pairs: int | None) -> str:
     """The table's line on how each source was sampled."""
     suite, mmlu, kv = config["benchmarks"]["suite"], config["benchmarks"]["mmlu"], config["kv_probe"]
     note = (f"Samples (seeded): benchmarks.suite.size = {suite['size'] or 'all'} (a task not named: all its documents), "
@@ -67,8 +67,7 @@ def sizes_note(config: dict, task_sources: dict[str, str]) -> str:
     if "mmlu" in task_sources.values():
         note += f"; MMLU: {mmlu['size'] or 'all'} questions stratified by subject, seed {mmlu['seed']}"
     if "kv" in task_sources.values():
-        note += (f"; KV: {kv['n_examples']} prompts of {config['experiments']['baselines']['kv_pairs']} pairs, "
-                 f"seed {kv['seed']}")
+        note += f"; KV: {kv['n_examples']} prompts of {n_pairs} pairs, seed {kv['seed']}"
     return note + "."
 
 
