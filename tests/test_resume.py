@@ -245,3 +245,39 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_a_stopped_shared_conditions_evaluation_resumes_in_process(tiny_model, word_tokenizer, tmp_path,
+                                                                    monkeypatch):
+    """Several conditions evaluated together (every depth from one forward, removals and ablations from
+    their first changed layer) keep each shared batch, every condition's answers, and a stopped run
+    resumes to the rows of an uninterrupted one, running only the batches that were left."""
+    from gna.evaluation.lm_eval_bridge import TaskSuite, tidy
+    from gna.evaluation.prefix_conditions import evaluate_conditions
+    from gna.probes.kv import lm_eval_task_config
+    from gna.resume.store import resuming
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    probe = write_jsonl(generate_kv_probe(n_pairs=4, n_examples=10, seed=2, fmt="compact", key_pool=KEYS),
+                        tmp_path / "probe.jsonl")
+    cfg = lm_eval_task_config(probe, "kv_mc")
+    cfg["dataset_kwargs"]["cache_dir"] = str(tmp_path / "datasets")
+    suite = TaskSuite(extra={"kv_mc": cfg})
+    model, _ = tiny_model("llama")
+    conditions = [[{"truncate": 1}], [{"truncate": 2}], [{"drop_layer": 1}], [{"ablate_heads": [[1, 0, "attention"]]}]]
+
+    def run(key=None):
+        if key is None:
+            return [tidy(s).to_csv() for s in evaluate_conditions(model, word_tokenizer, ["kv_mc"], suite, conditions,
+                                                                  batch_size=3, max_length=256)]
+        with resuming(tmp_path / ".partial" / "depth1.csv", key):
+            return run()
+
+    whole = run()
+    stopping_after(monkeypatch, 2)
+    with pytest.raises(Stop):
+        run("job-1")
+    stored = stopping_after(monkeypatch, None)
+    assert run("job-1") == whole
+    assert len(stored) == 2   # 10 prompts, one row each, in batches of 3: 4 batches, 2 kept from the stopped run
+    assert not (tmp_path / ".partial").exists()

@@ -35,6 +35,11 @@ share a batch. A task that generates text or scores rolling log-likelihoods runs
 path once per condition in the recording pass (nothing shared there), replayed likewise.
 A backend other than a causal LM, or lm-eval's automatic batch size, is not shared
 (:class:`NotShared`: the caller evaluates each condition on its own).
+
+In a resuming job (:mod:`gna.resume`) each shared batch's answers, every condition's, are kept as the
+batch finishes, and a stopped run's batches are not run again: the same answers, to the bit. The
+conditions scored on lm-eval's own path (generation, rolling log-likelihoods, and with
+``eval.shared_prefix`` a removal's or an ablation's answers of several tokens) run again.
 """
 from __future__ import annotations
 
@@ -51,6 +56,7 @@ from torch import nn
 from ..interventions.layers import SkipLayer, replace_layers
 from ..interventions.vocabulary import applied, first_changed_layer
 from ..models import adapter_for
+from ..resume.store import fingerprint, section
 
 
 class NotShared(Exception):
@@ -135,6 +141,7 @@ def recording(base: type) -> type:
         conditions: list[list[dict]] = []
         answers: list[dict] = []
         last_answers: list[list] = []
+        partial = None   # a resuming job's section (gna.resume): each shared batch's answers kept
 
         def loglikelihood(self, requests, disable_tqdm: bool = False):
             first = super().loglikelihood(requests, disable_tqdm=disable_tqdm)   # lm-eval's order
@@ -211,20 +218,36 @@ def recording(base: type) -> type:
                 members = [list(re_ord.get_cache(req_str=r, cxt_toks=ctx, cont_toks=cont,
                                                  logits=torch.zeros(1, 1, 1)))
                            for r, ctx, cont in chunk]
-                positions = sorted({p for a, b in spans for p in range(a, b)})
-                at = {p: k for k, p in enumerate(positions)}
                 chosen = [self.conditions[c] for c in conditions]
-                for c, rows in enumerate(self._condition_logprobs(batched, positions, chosen,
-                                                                  [starts[c] for c in conditions])):
-                    for (a, b), row, served in zip(spans, rows, members):
-                        lp = row[[at[p] for p in range(a, b)]].unsqueeze(0)   # (1, cont, vocab)
-                        greedy_tokens = lp.argmax(dim=-1)
-                        for _, cont_toks, _ in served:
-                            cont = torch.tensor(cont_toks, dtype=torch.long, device=lp.device).unsqueeze(0)
-                            # as lm-eval: greedy over the trailing tokens, log-prob gathered from the front
-                            greedy = bool((greedy_tokens[:, -cont.shape[1]:] == cont).all())
-                            res[c].append((float(torch.gather(lp, 2, cont.unsqueeze(-1)).sum()), greedy))
+                # a stopped job's finished batch (the same batches: lm-eval's order, fixed by the requests)
+                key = None if self.partial is None else fingerprint(
+                    ["shared batch", chosen, [starts[c] for c in conditions], batched,
+                     [[list(cont) for _, cont, _ in m] for m in members]])
+                got = None if key is None else self.partial.get(key)
+                if got is None:
+                    got = self._batch_answers(batched, spans, members, chosen, [starts[c] for c in conditions])
+                    if key is not None:
+                        self.partial.put(key, got)
+                for c, answers in enumerate(got):
+                    res[c] += answers
             return [re_ord.get_original(r) for r in res]
+
+        def _batch_answers(self, batched: torch.Tensor, spans, members, chosen, starts) -> list[list]:
+            """Per condition of ``chosen`` (starting at ``starts``), the (log-prob, greedy) of each request
+            ``members`` serves, in order, from one shared forward of ``batched`` (batch, width)."""
+            positions = sorted({p for a, b in spans for p in range(a, b)})
+            at = {p: k for k, p in enumerate(positions)}
+            out: list[list] = [[] for _ in chosen]
+            for c, rows in enumerate(self._condition_logprobs(batched, positions, chosen, starts)):
+                for (a, b), row, served in zip(spans, rows, members):
+                    lp = row[[at[p] for p in range(a, b)]].unsqueeze(0)   # (1, cont, vocab)
+                    greedy_tokens = lp.argmax(dim=-1)
+                    for _, cont_toks, _ in served:
+                        cont = torch.tensor(cont_toks, dtype=torch.long, device=lp.device).unsqueeze(0)
+                        # as lm-eval: greedy over the trailing tokens, log-prob gathered from the front
+                        greedy = bool((greedy_tokens[:, -cont.shape[1]:] == cont).all())
+                        out[c].append((float(torch.gather(lp, 2, cont.unsqueeze(-1)).sum()), greedy))
+            return out
 
         @torch.no_grad()
         def _condition_logprobs(self, inps: torch.Tensor, positions: list[int], conditions: list[list[dict]],
@@ -298,7 +321,9 @@ def evaluate_conditions(model: nn.Module, tokenizer, tasks: list[str], suite, co
 
     base = sharing_contexts(HFLM) if settings.get("shared_prefix") else HFLM
     stores: list[dict] = [{} for _ in conditions]
-    record = type("Recording", (recording(base),), {"conditions": conditions, "answers": stores})
+    # in a resuming job, the shared batches a stopped run finished (gna.resume)
+    partial = section("evaluate_conditions", tasks, conditions, {k: v for k, v in settings.items() if k != "items"})
+    record = type("Recording", (recording(base),), {"conditions": conditions, "answers": stores, "partial": partial})
     try:
         first = evaluate(model, tokenizer, tasks, suite, (), lm_class=record, **settings)
     except NotShared:
