@@ -172,21 +172,27 @@ def test_a_stopped_scan_resumes_in_process_and_runs_only_what_was_left(tiny_mode
     assert len(stored) == total
 
 
-@pytest.mark.parametrize("family,shared_prefix", [("llama", False), ("llama", True), ("mamba2", False)])
-def test_a_stopped_evaluation_resumes_in_process(tiny_model, word_tokenizer, tmp_path, monkeypatch, family,
-                                                 shared_prefix):
-    """... to the bits of an evaluation outside any job (lm-eval's batches, unchanged), for attention
-    and SSM models alike."""
-    from gna.evaluation.lm_eval_bridge import TaskSuite, evaluate, tidy
+def kv_task(tmp_path, monkeypatch) -> dict:
+    """An lm-eval multiple-choice task over 10 compact KV prompts of 4 pairs, its caches in ``tmp_path``."""
     from gna.probes.kv import lm_eval_task_config
-    from gna.resume.store import resuming
 
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     probe = write_jsonl(generate_kv_probe(n_pairs=4, n_examples=10, seed=2, fmt="compact", key_pool=KEYS),
                         tmp_path / "probe.jsonl")
     cfg = lm_eval_task_config(probe, "kv_mc")
     cfg["dataset_kwargs"]["cache_dir"] = str(tmp_path / "datasets")
-    suite = TaskSuite(extra={"kv_mc": cfg})
+    return cfg
+
+
+@pytest.mark.parametrize("family,shared_prefix", [("llama", False), ("llama", True), ("mamba2", False)])
+def test_a_stopped_evaluation_resumes_in_process(tiny_model, word_tokenizer, tmp_path, monkeypatch, family,
+                                                 shared_prefix):
+    """... to the bits of an evaluation outside any job (lm-eval's batches, unchanged), for attention
+    and SSM models alike."""
+    from gna.evaluation.lm_eval_bridge import TaskSuite, evaluate, tidy
+    from gna.resume.store import resuming
+
+    cfg = kv_task(tmp_path, monkeypatch)
     ll = {k: v for k, v in cfg.items() if k != "doc_to_choice"}
     ll.update(task="kv_ll", output_type="loglikelihood", doc_to_target="{{choices[answer]}}",
               metric_list=[{"metric": "perplexity", "aggregation": "perplexity", "higher_is_better": False}])
@@ -254,15 +260,9 @@ def test_a_stopped_shared_conditions_evaluation_resumes_in_process(tiny_model, w
     resumes to the rows of an uninterrupted one, running only the batches that were left."""
     from gna.evaluation.lm_eval_bridge import TaskSuite, tidy
     from gna.evaluation.prefix_conditions import evaluate_conditions
-    from gna.probes.kv import lm_eval_task_config
     from gna.resume.store import resuming
 
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    probe = write_jsonl(generate_kv_probe(n_pairs=4, n_examples=10, seed=2, fmt="compact", key_pool=KEYS),
-                        tmp_path / "probe.jsonl")
-    cfg = lm_eval_task_config(probe, "kv_mc")
-    cfg["dataset_kwargs"]["cache_dir"] = str(tmp_path / "datasets")
-    suite = TaskSuite(extra={"kv_mc": cfg})
+    suite = TaskSuite(extra={"kv_mc": kv_task(tmp_path, monkeypatch)})
     model, _ = tiny_model("llama")
     conditions = [[{"truncate": 1}], [{"truncate": 2}], [{"drop_layer": 1}], [{"ablate_heads": [[1, 0, "attention"]]}]]
 

@@ -7,19 +7,14 @@ import logging
 import os
 import sys
 from contextlib import contextmanager
-from importlib import metadata
+
+from ..resume.keys import versions
 
 PACKAGES = ("torch", "transformers", "lm_eval", "gna", "mamba_ssm", "causal_conv1d")
 
 
 def package_versions() -> dict[str, str]:
-    out = {}
-    for p in PACKAGES:
-        try:
-            out[p] = metadata.version(p.replace("_", "-"))
-        except metadata.PackageNotFoundError:
-            out[p] = "absent"
-    return out
+    return versions(PACKAGES)
 
 
 def provenance() -> dict[str, str]:

@@ -59,9 +59,10 @@ def code_digest() -> str:
     return h.hexdigest()
 
 
-def versions() -> dict[str, str]:
+def versions(packages=PACKAGES) -> dict[str, str]:
+    """Each of ``packages``' installed version, or ``absent``."""
     out = {}
-    for p in PACKAGES:
+    for p in packages:
         try:
             out[p] = metadata.version(p.replace("_", "-"))
         except metadata.PackageNotFoundError:
