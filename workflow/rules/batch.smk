@@ -28,8 +28,11 @@ BATCHED_RULES = EXPERIMENT_REGISTRY.batched()
 # layers a condition leaves unchanged run once): batched by their own key (per model) even with
 # batch_conditions 1.
 SHARED_RULES = EXPERIMENT_REGISTRY.shared()
-# What a batch asks of the scheduler: its rule's own threads and resources.
+# What a batch asks of the scheduler: its rule's own threads and resources, and what a profile sets for
+# that rule (`set-resources`: a cluster's partition, memory; its runtime times the batch's conditions,
+# each at most its own job's time), since a profile cannot name a batch, whose name the DAG makes.
 BATCH_LAUNCH = EXPERIMENT_REGISTRY.launch()
+PROFILE_RESOURCES = workflow.resource_settings.overwrite_resources
 # The conditions this study needs: the files the consumers list (their fixed inputs, so a consumer's
 # edit carries over), plus the outputs the experiments' consumers take by wildcard.
 BATCH_CANDIDATES = (EXPERIMENT_REGISTRY.batch_inputs()
@@ -40,6 +43,7 @@ for _i, (_rule, _files) in enumerate(batches.condition_batches(workflow, BATCHED
                                                                BATCH_CONDITIONS, SHARED_RULES)):
     _threads, _resources = BATCH_LAUNCH.get(_rule, (THREADS, MODEL_RESOURCES))
     _jobs = [batches.condition_job(workflow, getattr(rules, _rule), _rule, f, _threads, config) for f in _files]
+    _resources = {**_resources, **batches.profile_resources(PROFILE_RESOURCES.get(_rule, {}), len(_jobs))}
     if BATCH_CONDITIONS == 1:  # batched only to share work: the plan counts its conditions
         EXPERIMENT_REGISTRY.shared_batches[f"batch_{_rule}_{_i}"] = (_rule, [dict(j["wildcards"]) for j in _jobs])
 

@@ -136,3 +136,13 @@ def run_conditions(snakemake) -> None:
                 raise
             exit_with_user_error(f"{job['rule']} (batch {snakemake.rule})", e, job["log"][0] if job["log"] else None)
     end_script_job(snakemake)
+
+
+def profile_resources(of_rule: dict, conditions: int) -> dict:
+    """What a profile's ``set-resources`` gives a rule (``of_rule``), for a batch of ``conditions`` of it:
+    the same, its ``runtime`` (minutes) times the conditions, each at most its own job's time."""
+    # a profile's values reach the workflow as Snakemake's Resource objects: their values as written
+    out = {k: getattr(v, "raw", v) for k, v in dict(of_rule).items()}
+    if str(out.get("runtime", "")).isdigit():
+        out["runtime"] = int(out["runtime"]) * conditions
+    return out
