@@ -52,18 +52,19 @@ def job_times(workdir: str | Path = ".") -> dict[str, list[float]]:
 
 
 def by_experiment(times: dict[str, list[float]]) -> list[dict]:
-    """Per experiment of gna.plan.cpu_calibration.EXPERIMENTS (rules in none: ``other``), the row
+    """Per experiment of gna.plan.cpu_calibration.experiments() (rules in none: ``other``), the row
     gna.plan.cpu_calibration.read_measured reads: jobs, summed hours, the longest job."""
-    from gna.plan.cpu_calibration import EXPERIMENTS, experiment_of
+    from gna.plan.cpu_calibration import experiment_of, experiments
 
+    known = experiments()
     groups: dict[str, list[str]] = {}
     for rule in times:
         groups.setdefault(experiment_of(rule.removesuffix(" (batched)")) or "other", []).append(rule)
     rows = []
-    for exp in [*EXPERIMENTS, "other"]:
+    for exp in [*known, "other"]:
         if exp in groups:
             secs = [s for r in groups[exp] for s in times[r]]
-            rows.append({"experiment": exp, "target": EXPERIMENTS[exp][0] if exp in EXPERIMENTS else "",
+            rows.append({"experiment": exp, "target": known[exp][0] if exp in known else "",
                          "rules": " ".join(sorted(groups[exp])), "jobs": len(secs),
                          "summed_h": round(sum(secs) / 3600, 2), "longest_min": round(max(secs) / 60, 1),
                          "comparable_h": round(sum(secs) / 3600, 2), "adjustment": ""})

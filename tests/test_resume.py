@@ -172,6 +172,17 @@ def test_a_stopped_scan_resumes_in_process_and_runs_only_what_was_left(tiny_mode
     assert len(stored) == total
 
 
+def stopped_then_resumed(monkeypatch, run, stop: int):
+    """``run()`` outside any job, then ``run("job-1")`` stopped after ``stop`` units and run again:
+    (uninterrupted result, resumed result, the keys the resumed run stored)."""
+    whole = run()
+    stopping_after(monkeypatch, stop)
+    with pytest.raises(Stop):
+        run("job-1")
+    stored = stopping_after(monkeypatch, None)
+    return whole, run("job-1"), stored
+
+
 def kv_task(tmp_path, monkeypatch) -> dict:
     """An lm-eval multiple-choice task over 10 compact KV prompts of 4 pairs, its caches in ``tmp_path``."""
     from gna.probes.kv import lm_eval_task_config
@@ -206,12 +217,8 @@ def test_a_stopped_evaluation_resumes_in_process(tiny_model, word_tokenizer, tmp
         with resuming(tmp_path / ".partial" / "scores.csv", key):
             return run()
 
-    whole = run()
-    stopping_after(monkeypatch, 2)
-    with pytest.raises(Stop):
-        run("job-1")
-    stored = stopping_after(monkeypatch, None)
-    assert run("job-1") == whole
+    whole, resumed, stored = stopped_then_resumed(monkeypatch, run, stop=2)
+    assert resumed == whole
     assert len(stored) == 2  # 10 contexts in units of 3: 4 units, 2 of them kept from the stopped run
     assert "perplexity" in whole
     assert not (tmp_path / ".partial").exists()
@@ -273,11 +280,7 @@ def test_a_stopped_shared_conditions_evaluation_resumes_in_process(tiny_model, w
         with resuming(tmp_path / ".partial" / "depth1.csv", key):
             return run()
 
-    whole = run()
-    stopping_after(monkeypatch, 2)
-    with pytest.raises(Stop):
-        run("job-1")
-    stored = stopping_after(monkeypatch, None)
-    assert run("job-1") == whole
+    whole, resumed, stored = stopped_then_resumed(monkeypatch, run, stop=2)
+    assert resumed == whole
     assert len(stored) == 2   # 10 prompts, one row each, in batches of 3: 4 batches, 2 kept from the stopped run
     assert not (tmp_path / ".partial").exists()

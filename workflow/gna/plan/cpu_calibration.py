@@ -8,6 +8,7 @@ into what no rate changes (start-up, the load) and, per kind of work, the comput
 """
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +22,7 @@ LIGHT = "a few prompts"
 COLUMNS = ["experiment", "target", "rules", "jobs", "summed_h", "longest_min", "comparable_h", "adjustment"]
 
 
+@functools.cache
 def experiments(path: str | Path | None = None) -> dict[str, tuple[str, tuple[str, ...]]]:
     """experiment -> (the targets that build it, the rules whose jobs it sums), as the measured run's
     rows name them (default: the committed ``MEASURED``). The rules live with the measurement, not in
@@ -40,11 +42,8 @@ def read_measured(path: str | Path):
     return df.set_index("experiment")
 
 
-EXPERIMENTS = experiments()
-
-
 def experiment_of(rule: str) -> str | None:
-    return next((e for e, (_, rules) in EXPERIMENTS.items() if rule in rules), None)
+    return next((e for e, (_, rules) in experiments().items() if rule in rules), None)
 
 
 def parts(config: dict, jobs: Dag, hw: Hardware | None = None, results: str | Path = "results") -> dict:
