@@ -144,3 +144,32 @@ def test_the_minimal_depth_is_cut_only_where_the_interval_excludes_the_tolerance
     assert fall_candidates(rows, ["mmlu"]) == {"fall": 3, "fall_drop": pytest.approx(0.23), "candidates": [2, 3, 4]}
     with pytest.raises(MissingAnswersError, match="depth 2 has no per-question answers for mmlu"):
         minimal_depth(rows, ["mmlu"], 0.05, answers={**per_depth, 2: None})
+
+
+# ---------------------------------------------------------------- the findings and Table 1 read them
+
+def test_fig3_findings_take_the_tested_critical_layers_where_the_run_has_them(tmp_path):
+    import json
+
+    from gna.report.findings import heads as head_findings
+    from gna.report.findings import pruning as pruning_findings
+    rows = [dict(model="m", experiment="gradual", layers=f"0..{d - 1}", depth=d, minimal_depth=3, mmlu=v, knowledge=0.9)
+            for d, v in ((1, 0.3), (2, 0.3), (3, 0.8))]
+    rows += [dict(model="m", experiment="minimal (0..2) minus layer", layers=f"L{layer}", depth=2, minimal_depth=3,
+                  mmlu=v, knowledge=0.9) for layer, v in ((0, 0.75), (1, 0.3), (2, 0.75))]
+    pd.DataFrame(rows).to_csv(tmp_path / "layer_pruning.csv", index=False)
+    assert pruning_findings.individual(tmp_path)[0]["verdict"] == "holds"       # L1 by point estimates
+    layer = dict(knowledge_margin=0.065, collapsed=False, critical=False)
+    tested = {"layers": [{**layer, "layer": 0}, {**layer, "layer": 1, "collapsed": True}, {**layer, "layer": 2}]}
+    (tmp_path / "m.critical.json").write_text(json.dumps(tested))
+    r = pruning_findings.individual(tmp_path, critical_json=str(tmp_path / "{model}.critical.json"))[0]
+    assert r["verdict"] == "partly" and "McNemar, Holm over 3 layers" in r["evidence"]
+    # Table 1 with one critical layer: 'both' and 'neither' judged, the two others n/a
+    keep = [dict(model="m", source="discovered", condition=c, gather="L1H2", aggregate=None, mmlu=m, knowledge=90.0)
+            for c, m in (("both", 79.0), ("neither", 25.0))]
+    keep += [dict(model="m", source="discovered", condition=c, gather="L1H2", aggregate=None, kept="nothing",
+                  note="n/a: one critical layer (L1)") for c in ("gather_only", "aggregate_only")]
+    pd.DataFrame(keep).to_csv(tmp_path / "head_keeping.csv", index=False)
+    t1 = head_findings.head_keeping(tmp_path)[0]
+    assert t1["model"] == "m (discovered heads L1H2, one critical layer)" and t1["verdict"] == "holds"
+    assert "gather only n/a, aggregate only n/a, neither 25.0" in t1["evidence"]

@@ -149,5 +149,6 @@ EXPERIMENT_REGISTRY.declare(
                                           {"roles": ["mmlu", "knowledge"], "layers": "minimal_minus_layer"})},
     findings=[Section(10, "gna.report.findings.pruning:gradual", {"answers": GRADUAL_ANSWERS, "tasks": PRUNING_TASKS}),
               Section(11, "gna.report.findings.pruning:individual",
-                      {"answers": GRADUAL_ANSWERS, "removed_answers": INDIVIDUAL_ANSWERS, "tasks": PRUNING_TASKS})],
+                      {"answers": GRADUAL_ANSWERS, "removed_answers": INDIVIDUAL_ANSWERS, "tasks": PRUNING_TASKS,
+                       "critical_json": "results/pruning/{model}.critical.json"})],
 )
