@@ -112,8 +112,9 @@ def individual(fig: Path, settings: dict | None = None, answers: str | None = No
                removed_answers: str | None = None, tasks: dict | None = None,
                critical_json: str | None = None) -> list[dict]:
     """Fig. 3 holds where some layer is critical: its removal loses at least ``collapse`` of the
-    minimal model's MMLU above chance while knowledge stays within ``knowledge_tolerance``
-    (:func:`gna.experiments.pruning.critical_table`'s rule and defaults); at most 'partly' where the
+    minimal model's MMLU above chance while knowledge stays: by the critical-layers json where the run
+    has one (``critical_json``, :func:`gna.experiments.pruning.critical_table`'s tested rule), else on the
+    table's point estimates within ``knowledge_tolerance``; at most 'partly' where the
     minimal model's knowledge is near ``knowledge_chance`` (its staying cannot fail). On a sample
     (``mmlu_n``) the MMLU drop must be beyond noise and its interval above the knowledge drop's,
     paired where the jobs kept their answers: the minimal model's (``answers``, as for
