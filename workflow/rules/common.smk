@@ -341,9 +341,12 @@ def scan_probe(scan_dir, model):
 
 # used by heads.smk
 def keeping_sources(model):
-    """Table 1's head sources of a model: heads named in the config (the paper's), and the heads
-    discovered by ablating each head of the critical layers alone on MMLU."""
-    return (["named"] if model in experiment_config("head_keeping").get("named_heads", {}) else []) + ["discovered"]
+    """Table 1's head sources of a model: heads named in the config (the paper's), the heads
+    discovered by ablating each head of the critical layers alone on MMLU, and (head_keeping.scan_heads)
+    the KV scan's top Gather and top Aggregate-pattern heads."""
+    keeping = experiment_config("head_keeping")
+    return ((["named"] if model in keeping.get("named_heads", {}) else []) + ["discovered"]
+            + (["scan"] if keeping["scan_heads"] else []))
 
 
 # used by heads.smk

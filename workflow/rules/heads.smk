@@ -10,7 +10,7 @@ KEEPING_ANSWERS = "results/head_keeping/{model}/{source}/{condition}.answers.csv
 
 
 rule critical_heads:
-    # Each head of the Table 1 pair of critical layers ablated alone in the minimal model, on MMLU.
+    # Each head of Table 1's critical layers (one or two) ablated alone in the minimal model, on MMLU.
     input:
         model=lambda wc: model_input(wc.model),
         minimal="results/pruning/{model}.minimal.json",
@@ -40,11 +40,13 @@ rule head_keeping:
         minimal="results/pruning/{model}.minimal.json",
         critical="results/pruning/{model}.critical.json",
         heads=lambda wc: ["results/head_keeping/{model}.critical_heads.csv"] if wc.source == "discovered" else [],
+        # the scan variant (head_keeping.scan_heads): the KV scan's classified ranking
+        ga=lambda wc: ["results/scan/{model}.ga.csv"] if wc.source == "scan" else [],
     output:
         "results/head_keeping/{model}/{source}/{condition}.csv",
         answers=KEEPING_ANSWERS,
     wildcard_constraints:
-        source="named|discovered",
+        source="named|discovered|scan",
         condition="both|aggregate_only|gather_only|neither",
     params:
         spec=lambda wc: model_spec(wc.model),

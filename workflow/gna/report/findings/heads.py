@@ -25,7 +25,9 @@ def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = 
     (not below it by more); gather only, aggregate only, neither: MMLU near chance; knowledge within
     ``knowledge_tolerance`` of the minimal model's in all four. 'holds' needs every check; 'partly'
     where keeping both heads is still 10 points above every other condition, or where the minimal
-    model's knowledge is near ``knowledge_chance`` (knowledge flat cannot fail). On a sample (``mmlu_n``)
+    model's knowledge is near ``knowledge_chance`` (knowledge flat cannot fail). With one critical layer
+    (its heads under ``gather``, none under ``aggregate``) only 'both' and 'neither' are run, and the
+    checks are those two's. On a sample (``mmlu_n``)
     both kept must beat the best other condition beyond noise, paired where the jobs kept their
     answers: ``answers``, a template of ``model``, ``source`` and ``condition``; ``tasks``, the MMLU
     column's (``{"mmlu": [...]}``)."""
@@ -43,7 +45,11 @@ def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = 
                              evidence=str(by_condition["note"].dropna().iloc[0])
                              if "note" in by_condition and by_condition["note"].notna().any() else "not run"))
             continue
-        label = f"{model} ({source} heads {by_condition.iloc[0]['gather']} + {by_condition.iloc[0]['aggregate']})"
+        first = by_condition.iloc[0]
+        one_layer = not isinstance(first.get("aggregate"), str) or not first.get("aggregate")
+        label = (f"{model} ({source} heads {first['gather']}, one critical layer)" if one_layer
+                 else f"{model} ({source} heads {first['gather']} + {first['aggregate']})")
+        run = [c for c in ("both", "gather_only", "aggregate_only", "neither") if pd.notna(by_condition["mmlu"].get(c))]
         ref = minimal_scores(fig, model, thresholds["tolerance"])
         if ref is not None and near_chance(ref[0], chance, 100):
             rows.append(dict(claim=claim, model=label, verdict="n/a",
@@ -57,16 +63,15 @@ def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = 
             failed.append(f"both kept: MMLU {mmlu['both']:.1f} below the minimal model's {ref[0]:.1f} by more "
                           "than "
                           f"{100 * thresholds['tolerance']:.0f}")
-        for cond in ("gather_only", "aggregate_only", "neither"):
+        for cond in (c for c in ("gather_only", "aggregate_only", "neither") if c in run):
             if not near_chance(mmlu[cond], chance, 100):
                 failed.append(f"{cond.replace('_', ' ')}: MMLU {mmlu[cond]:.1f} not near chance")
         if ref is not None:
-            off = [cond for cond in ("both", "gather_only", "aggregate_only", "neither")
-                   if abs(knowledge[cond] - ref[1]) > 100 * thresholds["knowledge_tolerance"]]
+            off = [cond for cond in run if abs(knowledge[cond] - ref[1]) > 100 * thresholds["knowledge_tolerance"]]
             if off:
                 failed.append("knowledge off the minimal model's in "
                               + ", ".join(cond.replace("_", " ") for cond in off))
-        best = max(("gather_only", "aggregate_only", "neither"), key=lambda c: mmlu[c])
+        best = max((c for c in ("gather_only", "aggregate_only", "neither") if c in run), key=lambda c: mmlu[c])
         others = mmlu[best]
         verdict, n = judge(not failed, mmlu["both"] - others >= 10), thresholds.get("mmlu_n")
         sampled = ""
@@ -82,9 +87,11 @@ def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = 
         verdict = "partly" if untestable and verdict == "holds" else verdict
         rows.append(dict(claim=claim, model=label, verdict=verdict,
                          evidence=(f"minimal model MMLU {ref[0]:.1f}, knowledge {ref[1]:.1f}; " if ref else "")
-                                  + f"MMLU both {mmlu['both']:.1f}, gather only {mmlu['gather_only']:.1f}, aggregate "
-                                    f"only {mmlu['aggregate_only']:.1f}, neither {mmlu['neither']:.1f}; knowledge "
-                                  + " / ".join(f"{knowledge[cond]:.1f}"
+                                  + "MMLU " + ", ".join(f"{cond.replace('_', ' ')} "
+                                                        + (f"{mmlu[cond]:.1f}" if cond in run else "n/a")
+                                                        for cond in ("both", "gather_only", "aggregate_only", "neither"))
+                                  + "; knowledge "
+                                  + " / ".join(f"{knowledge[cond]:.1f}" if cond in run else "n/a"
                                                for cond in ("both", "gather_only", "aggregate_only", "neither"))
                                   + " (paper: MMLU 66.3 / 25.6 / 24.4 / 25.6)" + sampled
                                   + (f" (failed: {'; '.join(failed)})" if failed else "")

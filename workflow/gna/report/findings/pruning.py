@@ -8,6 +8,7 @@ draws it, this module judges it.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -95,15 +96,32 @@ def gradual(fig: Path, settings: dict | None = None, answers: str | None = None,
     return rows
 
 
+def _tested(template: str | None, model: str) -> dict | None:
+    """The critical-layers json of ``model`` (rule critical_layers: the paired test's verdicts), or None
+    without a template or where this run has none (an older run: the table's point estimates)."""
+    path = Path(template.format(model=model)) if template else None
+    return json.loads(path.read_text()) if path is not None and path.is_file() else None
+
+
+def _margin(tested: dict) -> float:
+    """The knowledge margin (accuracy) the critical-layers json tested against."""
+    return float(tested["layers"][0]["knowledge_margin"]) if tested["layers"] else float("nan")
+
+
 def individual(fig: Path, settings: dict | None = None, answers: str | None = None,
-               removed_answers: str | None = None, tasks: dict | None = None) -> list[dict]:
+               removed_answers: str | None = None, tasks: dict | None = None,
+               critical_json: str | None = None) -> list[dict]:
     """Fig. 3 holds where some layer is critical: its removal loses at least ``collapse`` of the
-    minimal model's MMLU above chance while knowledge stays within ``knowledge_tolerance``
-    (:func:`gna.experiments.pruning.critical_table`'s rule and defaults); at most 'partly' where the
+    minimal model's MMLU above chance while knowledge stays: by the critical-layers json where the run
+    has one (``critical_json``, :func:`gna.experiments.pruning.critical_table`'s tested rule), else on the
+    table's point estimates within ``knowledge_tolerance``; at most 'partly' where the
     minimal model's knowledge is near ``knowledge_chance`` (its staying cannot fail). On a sample
     (``mmlu_n``) the MMLU drop must be beyond noise and its interval above the knowledge drop's,
     paired where the jobs kept their answers: the minimal model's (``answers``, as for
-    :func:`gradual`) against the layer's (``removed_answers``, a template of ``model`` and ``layer``)."""
+    :func:`gradual`) against the layer's (``removed_answers``, a template of ``model`` and ``layer``).
+    ``critical_json``: the critical-layers json (a template of ``model``); where it is there its layers are
+    the critical ones (and its collapsed ones the collapsed), as Table 1 takes them: the MMLU loss
+    beyond noise (McNemar, Holm over the layers) and the knowledge interval within the margin."""
     st = with_settings(settings)
     chance, collapse, knowledge_tolerance = chance_of("mmlu", st["mmlu_chance"]), st["collapse"], st["knowledge_tolerance"]
     t = read_table(fig, "layer_pruning.csv")
@@ -121,7 +139,12 @@ def individual(fig: Path, settings: dict | None = None, answers: str | None = No
             continue
         lost = (base.mmlu - sub.mmlu) / (base.mmlu - chance)
         collapsed = sub[lost >= collapse]
-        critical = collapsed[collapsed.knowledge >= base.knowledge - knowledge_tolerance]
+        tested = _tested(critical_json, model)
+        if tested is None:
+            critical = collapsed[collapsed.knowledge >= base.knowledge - knowledge_tolerance]
+        else:   # the paired test's verdicts, the ones Table 1 keeps heads by
+            named = {flag: {f"L{r['layer']}" for r in tested["layers"] if r[flag]} for flag in ("collapsed", "critical")}
+            collapsed, critical = sub[sub.layers.isin(named["collapsed"])], sub[sub.layers.isin(named["critical"])]
         if not critical.empty:
             verdict = "holds"
             shown = critical
@@ -151,6 +174,9 @@ def individual(fig: Path, settings: dict | None = None, answers: str | None = No
                                               for r in shown.itertuples())
                                   + ("" if not critical.empty else
                                      " (no layer collapses MMLU with knowledge kept: no critical layer)")
+                                  + ("" if tested is None else
+                                     f" (tested on each answer: MMLU loss by McNemar, Holm over {len(tested['layers'])} "
+                                     f"layers; knowledge interval within +-{_margin(tested):.3f})")
                                   + (f" ({untestable})" if untestable else "")
                                   + (f". {PAPER_LLAMA_8B['individual']}" if st.get("paper_beside") else "")))
     return rows
