@@ -114,3 +114,12 @@ def unpaired_detectable(n: int, base: float, alpha: float = ALPHA, power: float 
     if h > top:
         return math.inf
     return base - math.sin((top - h) / 2) ** 2
+
+
+def detectable_from_interval(low: float, high: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The smallest effect detectable at ``power`` by a test whose 95% interval (any two-sided
+    ``1 - alpha`` one) spans ``low``..``high``: ``(z_a + z_b) se``, the standard error read off the
+    interval's width as ``(high - low) / (2 z_a)`` (normal approximation; for an estimate combined
+    from several, e.g. a difference of two drops)."""
+    za = _z_alpha(alpha)
+    return (za + _z(power)) * (high - low) / (2 * za)

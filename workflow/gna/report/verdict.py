@@ -13,8 +13,8 @@ fall or a gain; not ``above``: at most it, something that stays within a margin)
 - **not resolved (underpowered: smallest detectable effect x)** where it is not resolved and the
   test's smallest effect detectable at 80% power and 5% two-sided (``detectable``,
   :mod:`gna.evaluation.power`) is larger than what it had to see: the paper's scaled effect for a
-  part that claims an effect, the room between the paper's effect and the margin for one that claims
-  something stays. Power is what a test of that size could have seen; an interval that lies beyond
+  part that claims an effect (its line where the paper gave no number), the margin for one that
+  claims something stays. Power is what a test of that size could have seen; an interval that lies beyond
   the line, or that excludes the paper's effect, is a 95% interval all the same, so "holds" and
   "does not hold" stand at any power.
 
@@ -66,11 +66,11 @@ class Part:
 
     @property
     def needed(self) -> float | None:
-        """The effect the test had to be able to see: the paper's (a part claiming an effect) or the
-        room between the paper's effect and the margin (a part claiming something stays)."""
-        if self.paper is None:
-            return None
-        return abs(self.paper) if self.above else self.line - abs(self.paper)
+        """The effect the test had to be able to see: for a part claiming an effect, the paper's (its
+        line where the paper has no number); for one claiming something stays, its margin (the line),
+        an interval under which is what "holds" asks for. None where that is no effect (a line at 0)."""
+        need = abs(self.paper) if self.above and self.paper is not None else abs(self.line)
+        return need if need > 0 else None
 
     @property
     def underpowered(self) -> bool:

@@ -46,6 +46,23 @@ def _paper_llama_8b() -> dict[str, str]:
 PAPER_LLAMA_8B = _paper_llama_8b()
 
 
+def task_sizes(tasks: dict, kv_prompts: int | None = None) -> dict[str, int]:
+    """The questions of each role of a study whose tasks are local files (``tasks["micro_data"]``, one
+    json line a question): ``mmlu``, ``knowledge`` (its tasks pooled), each retrieval task by its role,
+    ``arc_challenge`` and ``arc_challenge_chat``; ``kv``, the prompts of a probe set."""
+    folder = Path(tasks["micro_data"])
+
+    def lines(task: str) -> int:
+        with open(folder / f"{task}.jsonl") as f:
+            return sum(1 for line in f if line.strip())
+
+    sizes = {"mmlu": lines(tasks["mmlu"]), "knowledge": sum(lines(t) for t in tasks["knowledge"])}
+    sizes |= {role: lines(task) for role, task in (tasks.get("retrieval") or {}).items()}
+    sizes |= {role: lines(tasks[key]) for key, role in (("arc_regular", "arc_challenge"),
+                                                         ("arc_chat", "arc_challenge_chat")) if tasks.get(key)}
+    return sizes | ({"kv": int(kv_prompts)} if kv_prompts else {})
+
+
 def n_of(settings: dict, role: str) -> int | None:
     """The questions behind a role's accuracies: ``settings["task_n"][role]`` (each role its own:
     the micro study), else ``mmlu_n`` (one sample size for every task: the real study's), else None."""
