@@ -177,7 +177,7 @@ def topk(fig: Path, name: str, claim: str, retrieval: list[str], knowledge: list
     Where the questions' number is known (:func:`.sampled.n_of`) the claim's parts are judged by
     :mod:`gna.report.verdict` on their intervals (the tasks pooled, a random mean pooled over its
     draws; unpaired): the retrieval mean's fall beyond 5 points against the paper's (``paper``, the
-    paper effects' claim: ``arc_chat`` for arc_chat.csv, else ``topk``; each task's at the paper's
+    paper effects' claim: ``arc_letter`` where the letter-format ARC-C is the retrieval task, else ``topk``; each task's at the paper's
     largest k whose share of heads is at most ours, scaled to the model), ranked removal's retrieval
     mean below the random draws' (no paper number: the slides have no random control; one draw
     cannot hold), and knowledge's fall within ``knowledge_tolerance`` against the paper's."""
@@ -236,7 +236,7 @@ def topk(fig: Path, name: str, claim: str, retrieval: list[str], knowledge: list
                 [] if kept else [f"knowledge falls {knowledge_fall:.1f} points"])
             verdict = judge(falls and kept, retrieval_fall > knowledge_fall)
         tested = _topk_parts(smallest_k, largest_k, retrieval_tasks, knowledge_tasks, with_control, thresholds,
-                             paper or ("arc_chat" if name.startswith("arc_chat") else "topk"))
+                             paper or ("arc_letter" if "arc_challenge_chat" in retrieval else "topk"))
         if tested:
             verdict, shown = tested
             evidence += "; " + shown

@@ -53,7 +53,7 @@ def ssm_masking(fig: Path, settings: dict | None = None) -> list[dict]:
         verdict, tested = judge(ok, pat > full + 5), ""
         n = n_of(st, "mmlu")
         if n:   # the paper gives no number: the lines alone refute
-            paper = effect("ssm_masking").scaled(none / 100, chance)
+            paper = effect("ssm_pattern").scaled(none / 100, chance)
             verdict, tested = _tested([part("MMLU's fall fully masked", none / 100, full / 100, n, 0.15, paper),
                                        part("MMLU's fall with the pattern kept", none / 100, pat / 100, n, 0.10,
                                             above=False)], f"{n} questions")

@@ -58,8 +58,9 @@ def task_sizes(tasks: dict, kv_prompts: int | None = None) -> dict[str, int]:
 
     sizes = {"mmlu": lines(tasks["mmlu"]), "knowledge": sum(lines(t) for t in tasks["knowledge"])}
     sizes |= {role: lines(task) for role, task in (tasks.get("retrieval") or {}).items()}
-    sizes |= {role: lines(tasks[key]) for key, role in (("arc_regular", "arc_challenge"),
-                                                         ("arc_chat", "arc_challenge_chat")) if tasks.get(key)}
+    # tasks.arc_<kind>: the ARC-C tables' column of that kind
+    arc = {"regular": "arc_challenge", "chat": "arc_challenge_chat"}
+    sizes |= {role: lines(tasks[f"arc_{kind}"]) for kind, role in arc.items() if tasks.get(f"arc_{kind}")}
     return sizes | ({"kv": int(kv_prompts)} if kv_prompts else {})
 
 
