@@ -85,7 +85,11 @@ def gradual(fig: Path, settings: dict | None = None, answers: str | None = None,
         if n and not below.empty:   # each part against its line and the paper's effect, with its interval
             mmlu_tasks = (tasks or {}).get("mmlu", ())
             full_answers = read_answers(answers, model=model, depth=int(full.depth))
-            held_at = kept.loc[kept.mmlu.idxmin()] if cut else below.iloc[0]
+            # the lowest accuracy of a cut depth that is held (the shallowest among equals); one layer
+            # fewer where none is cut
+            cut_kept = kept[kept.depth < full.depth]
+            held_at = (cut_kept.assign(key=cut_kept.mmlu.round(9)).sort_values(["key", "depth"]).iloc[0] if cut
+                       else below.iloc[0])
             parts = [part(f"MMLU drop to {int(held_at.depth)} layers (held)", full.mmlu, held_at.mmlu, n,
                           tol, effect("fig2_held").scaled(full.mmlu, chance), above=False,
                           answers=(full_answers, read_answers(answers, model=model, depth=int(held_at.depth)),
