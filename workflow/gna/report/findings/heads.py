@@ -273,7 +273,7 @@ def _topk_parts(before, after, retrieval: list[str], knowledge: list[str], with_
     draws = int(after.random_draws) if pd.notna(after.get("random_draws")) else 1
     if with_control and len(with_control) == len(retrieval):
         pooled = round(_pooled(after, retrieval, "random_{}") * n * draws) / (n * draws)
-        parts.append(part(f"random minus ranked retrieval mean at k {int(after.k)} ({draws} draws pooled)", pooled,
+        parts.append(part(f"random minus ranked retrieval mean at k {int(after.k)} ({draws} draw{'s' * (draws > 1)} pooled)", pooled,
                           _pooled(after, retrieval), n * draws, 0.0, None, n_second=n))
     e_kn = [at_share(claim, task, share) for task in knowledge]
     kn_chance = st.get("knowledge_chance")
