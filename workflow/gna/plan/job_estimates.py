@@ -4,6 +4,8 @@ options; each takes the study (``gna.plan.jobs.Study``) and the job's wildcards,
 file names its experiment, that experiment's settings as ``exp``."""
 from __future__ import annotations
 
+import math
+
 from ..evaluation import local_mmlu, local_suite
 from ..hybrid.study.stage_ranks import stage_world
 from ..hybrid.study.variants import parse_variant
@@ -41,6 +43,18 @@ def evaluation(s, wc: dict, roles, layers=None, repeats: int = 1) -> Estimate:
     return _eval_job(s, info, tasks, layers=depth, repeats=repeats)
 
 
+def topk_removal(s, wc: dict, exp: dict, roles) -> Estimate:
+    """:func:`evaluation` of the tasks of ``roles`` (by the wildcards' experiment), and where top-k removal
+    has its positive control (``kv_control``), the KV probe at the scan's n_pairs beside them."""
+    e = evaluation(s, wc, roles)
+    if wc.get("experiment") == "topk_removal" and exp.get("kv_control"):
+        info = s.info(wc["model"])
+        secs, _ = E.probe_scoring(s.hw, info, int(s.config["kv_probe"]["n_examples"]), [int(s.config["scan"]["n_pairs"])],
+                                  int(s.eval["batch_size"]))
+        e.hours += secs / 3600
+    return e
+
+
 def critical_heads(s, wc: dict, roles) -> Estimate:
     """Every head of the two critical layers ablated alone in the minimal model, the tasks of ``roles`` each."""
     info = s.info(wc["model"])
@@ -68,7 +82,8 @@ def probe_pairs(s, wc: dict, exp: dict) -> Estimate:
     info = s.info(wc["model"])
     seeds = exp["probe_seeds"]
     pairs = list(exp["pairs"]) * (3 if seeds is None else max(1, len(seeds)))
-    secs, peak = E.probe_scoring(s.hw, info, int(s.config["kv_probe"]["n_examples"]), pairs, int(s.eval["batch_size"]))
+    n = min(int(s.config["kv_probe"]["n_examples"]), exp.get("n_examples") or math.inf)   # its first n prompts
+    secs, peak = E.probe_scoring(s.hw, info, int(n), pairs, int(s.eval["batch_size"]))
     return E.loaded(s.hw, info, secs, peak)
 
 
@@ -115,13 +130,7 @@ def baseline_task(s, wc: dict) -> Estimate:
         secs, peak = E.probe_scoring(s.hw, info, int(s.config["kv_probe"]["n_examples"]), [int(task[4:])],
                                      int(s.eval["batch_size"]))
         return E.loaded(s.hw, info, secs, peak)
-    bench = s.config["benchmarks"]
-    if task in local_mmlu.TASKS:
-        limit = bench["mmlu"]["size"]
-    else:
-        size = bench["suite"]["size"]
-        limit = size.get(task.removesuffix(local_suite.SUFFIX)) if isinstance(size, dict) else size
-    secs, peak = E.eval_tasks(s.hw, info, [task], {**s.eval, "limit": limit})
+    secs, peak = E.eval_tasks(s.hw, info, [task], s.eval)   # its sample: the Study's task_limits
     return E.loaded(s.hw, info, secs, peak)
 
 
