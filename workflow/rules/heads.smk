@@ -244,9 +244,10 @@ EXPERIMENT_REGISTRY.declare(
     shared={"topk_removal": lambda wc: (wc["model"], wc["experiment"])},
     # the per-model lists of k, which topk_tables takes by wildcard
     batch_inputs=lambda: [f for e in ("topk_removal", "arc_chat") for files in topk_outputs(e).values() for f in files],
-    plan={"topk_removal": Estimator("gna.plan.job_estimates:topk_removal",
+    plan={"topk_removal": Estimator("gna.plan.job_estimates:evaluation_and_probe",
                                     {"roles": {"topk_removal": ["mmlu", "retrieval", "knowledge"],
-                                               "arc_chat": ["arc_regular", "arc_chat"]}}, experiment="topk_removal")},
+                                               "arc_chat": ["arc_regular", "arc_chat"]}, "probe_for": "topk_removal"},
+                                    experiment="topk_removal")},
     findings=[Section(22, "gna.report.findings.heads:topk",
                       {"name": "topk_removal.csv",
                        "claim": "Slides: removing the top-k KV heads hurts retrieval-heavy tasks more than removing k "

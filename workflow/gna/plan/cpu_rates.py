@@ -24,7 +24,7 @@ otherwise, so its hours would not compare)."""
 KIND_OF_ESTIMATOR = {
     **{f"gna.plan.job_estimates:{f}": "lm-eval" for f in (
         "evaluation", "critical_heads", "masked_mixers", "masked_positions", "swapped_layer", "mmlu_sample",
-        "distilled_student", "baseline_task", "topk_removal")},   # top-k's KV control is a small part   # baseline_task's KV probe runs through lm-eval too
+        "distilled_student", "baseline_task", "evaluation_and_probe")},   # a KV control is a small part   # baseline_task's KV probe runs through lm-eval too
     "gna.plan.job_estimates:probe_pairs": "kv probe",
     # the scan and the open questions' repeated forwards: ablated rows through the layers after the head
     "gna.plan.job_estimates:head_scan": "head ablations",

@@ -43,11 +43,12 @@ def evaluation(s, wc: dict, roles, layers=None, repeats: int = 1) -> Estimate:
     return _eval_job(s, info, tasks, layers=depth, repeats=repeats)
 
 
-def topk_removal(s, wc: dict, exp: dict, roles) -> Estimate:
-    """:func:`evaluation` of the tasks of ``roles`` (by the wildcards' experiment), and where top-k removal
-    has its positive control (``kv_control``), the KV probe at the scan's n_pairs beside them."""
+def evaluation_and_probe(s, wc: dict, exp: dict, roles, probe_for: str) -> Estimate:
+    """:func:`evaluation` of the tasks of ``roles`` (or, a mapping, of ``roles[wildcards experiment]``), and
+    where the experiment scores its KV control (``exp["kv_control"]``; a rule that runs several experiments:
+    for the jobs of ``probe_for``), the KV probe at the scan's n_pairs beside them."""
     e = evaluation(s, wc, roles)
-    if wc.get("experiment") == "topk_removal" and exp.get("kv_control"):
+    if exp.get("kv_control") and wc.get("experiment", probe_for) == probe_for:
         info = s.info(wc["model"])
         secs, _ = E.probe_scoring(s.hw, info, int(s.config["kv_probe"]["n_examples"]), [int(s.config["scan"]["n_pairs"])],
                                   int(s.eval["batch_size"]))
