@@ -114,3 +114,5 @@ def test_topk_removal_scores_its_kv_control_on_other_prompts_than_the_ranking():
     # the scan's n_pairs (10), kv_probe.seed + 1: not the prompts the heads were ranked on (seed 0)
     assert "results/probes/kv-paper-n10-s1-nosep-v10-99.examples.jsonl" in first
     assert "kv-paper-n10-s0-" not in first
+    # and it reads the knowledge suite's built tasks: it runs after them, and again when they change
+    assert "results/benchmarks/suite/tasks/manifest.json" in first
