@@ -123,12 +123,17 @@ def test_fig2_pairs_the_full_model_with_the_depth_below_the_minimal_one(tmp_path
     pd.DataFrame(rows).to_csv(tmp_path / "layer_pruning.csv", index=False)
     settings, tasks = {"mmlu_n": n, "collapse": 0.5}, {"mmlu": ["mmlu_x"]}
     unpaired = pruning.gradual(tmp_path, settings, answers=template, tasks=tasks)[0]
-    assert unpaired["verdict"] == "not resolved" and "] unpaired from the full model" in unpaired["evidence"]
+    assert unpaired["verdict"].startswith("not resolved") and "] unpaired from the full model" in unpaired["evidence"]
     _write_answers(tmp_path / "m/depth5.answers.csv", [1] * 36 + [0] * 55)
     _write_answers(tmp_path / "m/depth2.answers.csv", [1] * 28 + [0] * 63)
     paired = pruning.gradual(tmp_path, settings, answers=template, tasks=tasks)[0]
     low, high = newcombe_paired(28, 8, 0, 55)
-    assert paired["verdict"] == "holds", paired                     # McNemar p = 2 / 2^8
+    # the fall is beyond noise (McNemar p = 2 / 2^8) but its paired interval straddles the collapse
+    # line (half of the above-chance 0.15); "held within 0.05" cannot be shown on 91 questions: the
+    # claim is not resolved, and says why
+    assert (f"(collapse) +0.09 [{low:+.2f}, {high:+.2f}] vs > 0.07 (paper 0.15; detectable 0.09): not resolved"
+            in paired["evidence"]), paired
+    assert paired["verdict"].startswith("not resolved (underpowered: smallest detectable effect")
     assert (f"MMLU drop +0.09 [{low:+.2f}, {high:+.2f}] paired (8 answers lost, 0 gained; McNemar p 0.0078)"
             in paired["evidence"])
     # the same accuracies, but 10 lost and 2 gained: p = 2 * 79 / 4096 = 0.039, still beyond noise

@@ -12,7 +12,10 @@ import pandas as pd
 
 from ..common import chance_of, near_chance
 from .pruning import minimal_scores
-from .sampled import acc, drop, read_answers, resolved
+from ...evaluation.power import detectable_from_interval
+from ..verdict import Part, claim_verdict, evidence
+from .paper import at_share, effect
+from .sampled import acc, drop, drop_interval, n_of, part, read_answers, resolved
 from .verdicts import judge, knowledge_untestable, read_table, with_settings
 
 REDUNDANCY_SHARE = 0.10
@@ -92,11 +95,15 @@ def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = 
     return rows
 
 
-def kv_pairs(fig: Path) -> list[dict]:
+def kv_pairs(fig: Path, settings: dict | None = None) -> list[dict]:
     """Fig. 4: the drop without the Aggregate head grows with the pairs: by 0.05 at least from the
-    fewest to the most pairs, and beyond the probe seeds' spread (the lowest drop at the most pairs
-    above the highest at the fewest). n/a where the full model is near chance (1 / pairs) at the
-    fewest pairs, or no head is classified Aggregate."""
+    fewest to the most pairs. Where the prompts per probe set are known (``task_n["kv"]`` or
+    ``kv_n``), judged by :mod:`gna.report.verdict` on the growth's interval (each drop's
+    Newcombe-Wilson interval over the prompts pooled over probe seeds, the two combined by
+    square-and-add; the paper publishes curves only, so the line alone refutes); else beyond the
+    probe seeds' spread (the lowest drop at the most pairs above the highest at the fewest). n/a where
+    the full model is near chance (1 / pairs) at the fewest pairs, or no head is classified Aggregate."""
+    st = with_settings(settings)
     t = read_table(fig, "kv_pairs.csv")
     if t is None:
         return []
@@ -110,12 +117,13 @@ def kv_pairs(fig: Path) -> list[dict]:
                              evidence=f"the full model is near chance on KV retrieval ({full.accuracy.iloc[0]:.2f} "
                                       f"at {int(n0)} pairs)"))
             continue
-        drops = {}
+        drops, accs = {}, {}
         for cond in ("no_gather", "no_aggregate"):
             c = sub[sub.condition == cond]
             if c.empty or c.accuracy.isna().all():
                 continue
             c = c.set_index("n_pairs").sort_index()
+            accs[cond] = c.accuracy
             if "drop" not in c:
                 c = c.assign(drop=full.accuracy - c.accuracy)
             lo = c.get("drop_min", c["drop"]).fillna(c["drop"])
@@ -129,27 +137,50 @@ def kv_pairs(fig: Path) -> list[dict]:
         growth, apart = a1 - a0, a1_lo > a0_hi
         g = drops.get("no_gather")
         seeds = int(sub.probe_seeds.max()) if "probe_seeds" in sub else 1
+        prompts = (st.get("task_n") or {}).get("kv") or st.get("kv_n")
+        verdict = judge(growth >= 0.05 and apart, growth > 0)
+        tested = ""
+        if prompts:
+            n = int(prompts) * seeds
+            ends = [drop_interval(full.accuracy[x], accs["no_aggregate"][x], n) for x in (n0, n1)]
+            (d0, l0, u0), (d1, l1, u1) = ends
+            low, high = (d1 - d0) - math.hypot(d1 - l1, u0 - d0), (d1 - d0) + math.hypot(u1 - d1, d0 - l0)
+            growth_part = Part(f"growth of the drop without Aggregate, {int(n0)} -> {int(n1)} pairs", d1 - d0, low,
+                               high, 0.05, paper=effect("fig4_growth").scaled(full.accuracy[n0], 1 / n0),
+                               detectable=detectable_from_interval(low, high))
+            verdict = claim_verdict([growth_part])
+            tested = (f"; n = {int(prompts)} prompts x {seeds} probe seeds per point; {evidence([growth_part])} "
+                      f"(Fig. 4: {effect('fig4_growth').source.split(': ')[-1]})")
 
         def fmt(d):
             return f"{d[0]:.2f}" + (f" [{d[1]:.2f}, {d[2]:.2f}]" if d[1] != d[2] else "")
-        rows.append(dict(claim=claim, model=model, verdict=judge(growth >= 0.05 and apart, growth > 0),
+        rows.append(dict(claim=claim, model=model, verdict=verdict,
                          evidence=f"drop without Aggregate {fmt(drops['no_aggregate'][0])} at {int(n0)} pairs -> "
                                   f"{fmt(drops['no_aggregate'][1])} at {int(n1)}"
                                   + (f"; without Gather {fmt(g[0])} -> {fmt(g[1])}" if g else "")
                                   + f" (mean [min, max] over {seeds} probe seeds)"
-                                  + ("" if apart or growth < 0.05 else "; the growth is within the probe spread")))
+                                  + ("" if apart or growth < 0.05 else "; the growth is within the probe spread")
+                                  + tested))
     return rows
 
 
 def topk(fig: Path, name: str, claim: str, retrieval: list[str], knowledge: list[str],
-         settings: dict | None = None) -> list[dict]:
+         settings: dict | None = None, paper: str | None = None) -> list[dict]:
     """Top-k removal at the largest k: retrieval-heavy tasks fall, knowledge holds (within
     ``knowledge_tolerance``). Tasks the unmodified model is near chance on are left out (all of them:
     n/a). Where the table holds the random-k control (``random_<role>``, min-max over draws), 'holds'
     also needs ranked removal to hurt retrieval more than every random draw of the same k, with two
     draws at least: the ranked mean over the retrieval tasks below the mean of the tasks' lowest
     random scores (which is at most any one draw's mean: a conservative test); without the control,
-    a fall of 5 points and knowledge held."""
+    a fall of 5 points and knowledge held.
+
+    Where the questions' number is known (:func:`.sampled.n_of`) the claim's parts are judged by
+    :mod:`gna.report.verdict` on their intervals (the tasks pooled, a random mean pooled over its
+    draws; unpaired): the retrieval mean's fall beyond 5 points against the paper's (``paper``, the
+    paper effects' claim: ``arc_letter`` where the letter-format ARC-C is the retrieval task, else ``topk``; each task's at the paper's
+    largest k whose share of heads is at most ours, scaled to the model), ranked removal's retrieval
+    mean below the random draws' (no paper number: the slides have no random control; one draw
+    cannot hold), and knowledge's fall within ``knowledge_tolerance`` against the paper's."""
     thresholds = with_settings(settings)
     table = read_table(fig, name)
     if table is None:
@@ -204,6 +235,11 @@ def topk(fig: Path, name: str, claim: str, retrieval: list[str], knowledge: list
             failed = ([] if falls else ["retrieval falls less than 5 points"]) + (
                 [] if kept else [f"knowledge falls {knowledge_fall:.1f} points"])
             verdict = judge(falls and kept, retrieval_fall > knowledge_fall)
+        tested = _topk_parts(smallest_k, largest_k, retrieval_tasks, knowledge_tasks, with_control, thresholds,
+                             paper or ("arc_letter" if "arc_challenge_chat" in retrieval else "topk"))
+        if tested:
+            verdict, shown = tested
+            evidence += "; " + shown
         if skipped:
             evidence += "; left out, the unmodified model near chance: " + ", ".join(
                 f"{task} ({smallest_k[task]:.1f})" for task in skipped)
@@ -212,7 +248,64 @@ def topk(fig: Path, name: str, claim: str, retrieval: list[str], knowledge: list
     return rows
 
 
-def redundancy(fig: Path, share: float = REDUNDANCY_SHARE, rankings: dict | None = None) -> list[dict]:
+def _pooled(row, tasks: list[str], column: str = "{}") -> float:
+    """The mean of ``tasks``' percent scores in ``row`` (``column`` names each task's), in 0-1."""
+    return sum(row[column.format(task)] for task in tasks) / len(tasks) / 100
+
+
+def _topk_parts(before, after, retrieval: list[str], knowledge: list[str], with_control: list[str],
+                st: dict, claim: str) -> tuple[str, str] | None:
+    """(verdict, evidence) of top-k removal's parts on their intervals; None without the questions' number."""
+    sizes = [n_of(st, task) for task in retrieval]
+    kn_sizes = [n_of(st, task) for task in knowledge]
+    if not all(sizes) or not all(kn_sizes):
+        return None
+    n, n_kn = sum(sizes), sum(kn_sizes)
+    share = float(after.heads_pct) / 100 if pd.notna(after.get("heads_pct")) else 0.0
+    papers = []
+    for task in retrieval:
+        e = at_share(claim, task, share)
+        if e is not None and e.published:
+            papers.append(e.scaled(before[task] / 100, chance_of(task, st["mmlu_chance"])))
+    paper = sum(papers) / len(papers) if papers else None
+    parts = [part(f"retrieval mean's fall, k {int(before.k)} -> {int(after.k)}", _pooled(before, retrieval),
+                  _pooled(after, retrieval), n, 0.05, paper)]
+    draws = int(after.random_draws) if pd.notna(after.get("random_draws")) else 1
+    if with_control and len(with_control) == len(retrieval):
+        pooled = round(_pooled(after, retrieval, "random_{}") * n * draws) / (n * draws)
+        parts.append(part(f"random minus ranked retrieval mean at k {int(after.k)} ({draws} draws pooled)", pooled,
+                          _pooled(after, retrieval), n * draws, 0.0, None, n_second=n))
+    e_kn = [at_share(claim, task, share) for task in knowledge]
+    kn_chance = st.get("knowledge_chance")
+    kn_paper = [e.scaled(before[task] / 100, kn_chance if kn_chance is not None else e.chance / 100)
+                for task, e in zip(knowledge, e_kn) if e is not None and e.published]
+    parts.append(part("knowledge's fall", _pooled(before, knowledge), _pooled(after, knowledge), n_kn,
+                      st["knowledge_tolerance"], sum(kn_paper) / len(kn_paper) if kn_paper else None, above=False))
+    verdict = claim_verdict(parts)
+    note = ""
+    if draws < 2 and len(parts) == 3 and verdict == "holds":
+        verdict, note = "not resolved", " (one random draw: its spread unknown, so no 'holds')"
+    shown = (f"n = {', '.join(f'{t} {k}' for t, k in zip(retrieval + knowledge, sizes + kn_sizes))} questions; "
+             f"paper at {share:.1%} of the heads: {claim} rows of the paper effects' table; " + evidence(parts) + note)
+    return verdict, shown
+
+
+def _sum_interval(drops: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    """A signed sum of (estimate, low, high) intervals by square-and-add (MOVER; their correlation
+    ignored: drops on the same prompts), each term's sign in its estimate's tuple already."""
+    est = sum(d for d, _, _ in drops)
+    return (est, est - math.sqrt(sum((d - lo) ** 2 for d, lo, _ in drops)),
+            est + math.sqrt(sum((hi - d) ** 2 for d, _, hi in drops)))
+
+
+def _drop_iv(r, n: int, sign: int = 1) -> tuple[float, float, float]:
+    """A ranking row's KV drop (full accuracy minus the head's) with its Newcombe-Wilson interval, times ``sign``."""
+    d, lo, hi = drop_interval(r["accuracy"] + r["drop"], r["accuracy"], n)
+    return (d, lo, hi) if sign > 0 else (-d, -hi, -lo)
+
+
+def redundancy(fig: Path, share: float = REDUNDANCY_SHARE, rankings: dict | None = None,
+               settings: dict | None = None) -> list[dict]:
     """SSM vs transformer redundancy, like with like. The models' heads differ in number per layer
     (micro: 4 attention heads per layer vs 8 Mamba-2 heads per layer, both 16 wide), so each
     model's heads are compared at an equal *share*: the summed single-head KV drops of its top
@@ -220,7 +313,11 @@ def redundancy(fig: Path, share: float = REDUNDANCY_SHARE, rankings: dict | None
     with more heads, sums more of them: the comparison leans against the claim), beside the top
     head's drop (one head of the same width). Holds where both are smaller for every SSM than for
     every transformer; partly where one is. ``rankings``: {model: its full ranking csv} (the scan's);
-    without them, figures/head_ranking.csv (its top heads only: the share is of those)."""
+    without them, figures/head_ranking.csv (its top heads only: the share is of those). Where the
+    probe's prompts are known (``task_n["kv"]`` or ``kv_n``), each of the two is a part judged by
+    :mod:`gna.report.verdict` on the interval of the least transformer-minus-SSM difference (each
+    drop's Newcombe-Wilson interval, combined by square-and-add; no paper number: the slides say
+    "smaller drops" in words)."""
     if rankings:
         t = pd.concat([pd.read_csv(p).assign(model=m) for m, p in rankings.items()], ignore_index=True)
     else:
@@ -244,9 +341,24 @@ def redundancy(fig: Path, share: float = REDUNDANCY_SHARE, rankings: dict | None
                         per_layer=int(per_layer.max()))
     single = max(stats[m]["single"] for m in ssm) < min(stats[m]["single"] for m in att)
     summed = max(stats[m]["summed"] for m in ssm) < min(stats[m]["summed"] for m in att)
+    verdict, tested = judge(single and summed, single or summed), ""
+    st = with_settings(settings)
+    prompts = (st.get("task_n") or {}).get("kv") or st.get("kv_n")
+    if prompts and "accuracy" in t:
+        n, parts = int(prompts), []
+        for label, top in (("top head's", lambda m: 1), (f"top {share:.0%}'s summed", lambda m: stats[m]["top"])):
+            diffs = [_sum_interval([_drop_iv(r, n) for _, r in t[t.model == a].sort_values("rank").head(top(a)).iterrows()]
+                                   + [_drop_iv(r, n, -1) for _, r in t[t.model == b].sort_values("rank").head(top(b)).iterrows()])
+                     for a in att for b in ssm]
+            d, lo, hi = min(diffs, key=lambda x: x[0])
+            parts.append(Part(f"transformer minus SSM, the {label} KV drop", d, lo, hi, 0.0,
+                              paper=effect("redundancy").scaled(1.0, 0.0), detectable=detectable_from_interval(lo, hi)))
+        verdict = claim_verdict(parts)
+        tested = f"; n = {n} prompts; {evidence(parts)}"
     return [dict(claim="SSM G&A is more redundant: a single SSM head matters less than the transformer's top head",
-                 model=", ".join(att + ssm), verdict=judge(single and summed, single or summed),
+                 model=", ".join(att + ssm), verdict=verdict,
                  evidence=f"KV drop of the top {share:.0%} of each model's heads, summed over single-head ablations: "
                           + ", ".join(f"{m} {v['summed']:.2f} ({v['top']} of {v['n']} heads, {v['per_layer']} per layer)"
                                       for m, v in stats.items())
-                          + "; top head alone: " + ", ".join(f"{m} {v['single']:.2f}" for m, v in stats.items()))]
+                          + "; top head alone: " + ", ".join(f"{m} {v['single']:.2f}" for m, v in stats.items())
+                          + tested)]

@@ -13,7 +13,9 @@ from pathlib import Path
 import pandas as pd
 
 from ..common import chance_of, near_chance
-from .sampled import PAPER_LLAMA_8B, acc, drop, read_answers, resolved
+from ..verdict import claim_verdict, evidence
+from .paper import effect
+from .sampled import PAPER_LLAMA_8B, acc, drop, n_of, part, read_answers, resolved
 from .verdicts import judge, knowledge_untestable, read_table, with_settings
 
 
@@ -41,9 +43,13 @@ def gradual(fig: Path, settings: dict | None = None, answers: str | None = None,
     """Fig. 2's shape: MMLU within ``tolerance`` of the full model's at every depth from the full one
     down to the minimal depth (which must cut at least one layer), and at the first depth below it a
     collapse (at least ``collapse`` of the full model's above-chance MMLU lost). 'holds' needs both.
-    On a sample (``mmlu_n``) the collapse must be beyond noise too, paired where the jobs kept their
-    answers: ``answers``, a depth's answers (a template of ``model`` and ``depth``), and ``tasks``,
-    ``{"mmlu": [...], "knowledge": [...]}``, the tasks of the table's columns."""
+    Where the questions' number is known (``task_n`` or ``mmlu_n``: :func:`.sampled.n_of`) the two
+    are parts judged by :mod:`gna.report.verdict` on their intervals: MMLU's drop to the lowest held
+    depth (to one layer fewer where none can be cut) within ``tolerance`` against the paper's none,
+    and its drop below the minimal depth beyond ``collapse`` of the above-chance MMLU against the
+    paper's fall to chance; paired where the jobs kept their answers: ``answers``, a depth's answers
+    (a template of ``model`` and ``depth``), and ``tasks``, ``{"mmlu": [...], "knowledge": [...]}``,
+    the tasks of the table's columns. Without it, the thresholds on the point estimates."""
     st = with_settings(settings)
     t = read_table(fig, "layer_pruning.csv")
     if t is None:
@@ -73,24 +79,38 @@ def gradual(fig: Path, settings: dict | None = None, answers: str | None = None,
                     f"under {st['collapse']:.0%}"])
         holds_part = within and cut
         first = g.iloc[0]
-        n = st.get("mmlu_n")
+        n, n_kn = n_of(st, "mmlu"), n_of(st, "knowledge")
         verdict = judge(holds_part and collapsed, holds_part or collapsed)
-        sampled = ""
-        if n and not below.empty:   # the collapse beyond noise, or not resolved
+        sampled, tested = "", ""
+        if n and not below.empty:   # each part against its line and the paper's effect, with its interval
+            mmlu_tasks = (tasks or {}).get("mmlu", ())
+            full_answers = read_answers(answers, model=model, depth=int(full.depth))
+            # the lowest accuracy of a cut depth that is held (the shallowest among equals); one layer
+            # fewer where none is cut
+            cut_kept = kept[kept.depth < full.depth]
+            held_at = (cut_kept.assign(key=cut_kept.mmlu.round(9)).sort_values(["key", "depth"]).iloc[0] if cut
+                       else below.iloc[0])
+            parts = [part(f"MMLU drop to {int(held_at.depth)} layers (held)", full.mmlu, held_at.mmlu, n,
+                          tol, effect("fig2_held").scaled(full.mmlu, chance), above=False,
+                          answers=(full_answers, read_answers(answers, model=model, depth=int(held_at.depth)),
+                                   mmlu_tasks)),
+                     part(f"MMLU drop to {minimal - 1} layers (collapse)", full.mmlu, below.mmlu.iloc[0], n,
+                          st["collapse"] * (full.mmlu - chance), effect("fig2_collapse").scaled(full.mmlu, chance),
+                          answers=(full_answers, read_answers(answers, model=model, depth=minimal - 1), mmlu_tasks))]
+            verdict = claim_verdict(parts)
             fall = drop(full.mmlu, below.mmlu.iloc[0], n,
-                        (read_answers(answers, model=model, depth=int(full.depth)),
-                         read_answers(answers, model=model, depth=minimal - 1), (tasks or {}).get("mmlu", ())))
-            verdict = resolved(verdict, fall.beyond)
+                        (full_answers, read_answers(answers, model=model, depth=minimal - 1), mmlu_tasks))
             sampled = f"; MMLU {fall.text} from the full model to {minimal - 1} layers"
+            tested = f"; {evidence(parts)}"
         rows.append(dict(claim=claim, model=model, verdict=verdict,
                          evidence=f"MMLU {acc(full.mmlu, n)} at {int(full.depth)} layers, at least "
                                   f"{acc(kept.mmlu.min(), n)} down to the minimal depth {minimal}"
                                   + (f"; {acc(below.mmlu.iloc[0], n)} at {minimal - 1} ({lost:.0%} of the above-chance "
                                      f"MMLU lost)" if not below.empty else "")
                                   + (f"; {acc(first.mmlu, n)} at {int(first.depth)}" if first.depth < minimal - 1 else "")
-                                  + f"; knowledge {acc(full.knowledge, n)} -> "
-                                    f"{acc(first.knowledge, n)}" + sampled
-                                  + (f" (failed: {'; '.join(failed)})" if failed else "")
+                                  + f"; knowledge {acc(full.knowledge, n_kn)} -> "
+                                    f"{acc(first.knowledge, n_kn)}" + sampled
+                                  + (f" (failed: {'; '.join(failed)})" if failed else "") + tested
                                   + (f". {PAPER_LLAMA_8B['gradual']}" if st.get("paper_beside") else "")))
     return rows
 
