@@ -116,3 +116,19 @@ def test_topk_removal_scores_its_kv_control_on_other_prompts_than_the_ranking():
     assert "kv-paper-n10-s0-" not in first
     # and it reads the knowledge suite's built tasks: it runs after them, and again when they change
     assert "results/benchmarks/suite/tasks/manifest.json" in first
+
+
+def test_the_mmlu_sample_sees_fig2s_collapse_scaled_to_qwen_with_80_percent_power():
+    """The preset's MMLU size is chosen by power: Fig. 2's fall to chance, as a share of the paper's
+    above-chance MMLU, on Qwen's letter accuracy at the committed full depth (its largest), is detected by
+    the paired test at 5% with 80% power (answers taken as independent: the conservative n)."""
+    from gna.evaluation.power import paired_n
+    from gna.report.findings.paper import effect
+
+    cfg, _ = real()
+    table = pd.read_csv(ROOT / "figures/real/layer_pruning.csv")
+    qwen = table[(table.model == QWEN) & (table.experiment == "gradual")]
+    base = float(qwen.loc[qwen.depth.idxmax(), "mmlu"])
+    collapse = effect("fig2_collapse").scaled(base, 0.25)
+    assert 0.15 < collapse < 0.25
+    assert cfg["benchmarks"]["mmlu"]["size"] >= paired_n(collapse, base=base)
