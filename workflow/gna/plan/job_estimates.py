@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ..evaluation import local_mmlu, local_suite
+from ..evaluation import local_mmlu
 from ..hybrid.study.stage_ranks import stage_world
 from ..hybrid.study.variants import parse_variant
 from . import estimate as E
