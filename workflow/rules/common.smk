@@ -10,6 +10,7 @@ from gna.evaluation.local_mmlu import TASKS as LOCAL_MMLU_TASKS
 from gna.errors import ConfigError, ProbeError
 from gna.evaluation.local_suite import SUFFIX as SUITE_SUFFIX, TASKS as LOCAL_SUITE_TASKS
 from gna.experiments.registry import Estimator, Registry, Section
+from gna.experiments.topk import k_list as topk_k_list, kv_task as topk_kv_task
 from gna.hybrid.study.variants import WILDCARD as VARIANT_WILDCARD
 from gna.hybrid.study.variants import distill_variants
 from gna.hybrid.study.stage_ranks import check_split, cpus_per_rank, launch_resources, stage_world
@@ -167,6 +168,9 @@ def task_roles(kind):
     roles.update({name: [t] if isinstance(t, str) else list(t) for name, t in retrieval.items()})
     if kind == "topk":
         roles["knowledge"] = tasks_of("knowledge")
+        control = topk_kv_probe("topk_removal", None)
+        if control:   # the positive control's column: the probe's task name is the same for every model
+            roles["kv"] = [control[0]]
     else:
         roles = {"mmlu": tasks_of("mmlu"), "knowledge": tasks_of("knowledge")}
     return roles
@@ -269,7 +273,14 @@ def experiment_models(name):
 
 
 def k_values(experiment, model):
+    """The model's k: its k_by_model entry, else k; where the experiment gives k_shares, those shares of the
+    model's heads (gna.experiments.topk.k_of_share)."""
     e = EXPERIMENTS[experiment]
+    if e.get("k_shares") is not None:
+        if e.get("kinds_by_model") or e.get("k_by_model") or e.get("k") is not None:
+            raise ConfigError(f"experiments.{experiment}.k_shares counts every head of a model: give it alone, "
+                              "without k, k_by_model or kinds_by_model")
+        return topk_k_list(e["k_shares"], SHAPES[model][1], model)
     return e.get("k_by_model", {}).get(model, e["k"])
 
 
@@ -310,6 +321,15 @@ def random_draws(name):
     """Seeds of the random-k control (k random heads of the same kinds), one job per seed and k > 0
     (topk_removal.random_draws; arc_chat has no control)."""
     return list(experiment_config(name).get("random_draws", []))
+
+
+def topk_kv_probe(experiment, model):
+    """The probe set of top-k removal's positive control (topk_removal.kv_control) as (task name, file), or
+    None: the scan's n_pairs, kv_probe's format, the first seed after the ranking's (other prompts)."""
+    if experiment != "topk_removal" or not experiment_config(experiment).get("kv_control"):
+        return None
+    n, seed = config["scan"]["n_pairs"], other_probe_seeds(None)[0]
+    return topk_kv_task(n, seed), probe_path(n, seed, model=model)
 
 
 def topk_outputs(experiment):

@@ -247,4 +247,7 @@ def make_topk(models, paths, roles, paper_keys, file, title, png, pdf, csv, md):
                        "above 6% (few heads of the kind, e.g. a hybrid's 8 attention heads: 12.5%), k = 1 is the "
                        "closest possible."
                      + " `paper_*` and `diff_*` where the model is the paper's; at micro scale compare shapes, not "
-                       "values.")
+                       "values."
+                     + (" `kv`: the positive control, each removal's KV-retrieval accuracy on the probe at the scan's "
+                        "pairs, other prompts than the ranking's (topk_removal.kv_control): removing the top KV heads "
+                        "should cost it more than removing random ones." if "kv" in table else ""))
