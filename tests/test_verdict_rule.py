@@ -84,7 +84,8 @@ def test_topk_at_n_91_cannot_refute_the_papers_effect(tmp_path):
 
 # --- one table of the paper's effects ----------------------------------------------------------
 
-USERS = [sampled, pruning.gradual, head_findings.kv_pairs, head_findings.topk, head_findings._topk_parts,
+USERS = [sampled, pruning.gradual, pruning.individual, head_findings.head_keeping, head_findings._keeping_parts,
+         head_findings._paper_table1, head_findings.kv_pairs, head_findings.topk, head_findings._topk_parts,
          head_findings.redundancy, hybrid_findings, inference_memory]
 
 
@@ -140,3 +141,81 @@ def test_table1_and_the_hybrids_numbers_are_the_published_ones():
     state = pd.read_csv(ROOT / "data/published/hybrid_state_size.csv")
     kv = state[state.metric == "kv_retrieval"].set_index("state_size").value
     assert (paper.effect("hybrid_state_size").before, paper.effect("hybrid_state_size").after) == (kv[4], kv[64])
+
+
+# --- Fig. 3, Table 1 and top-k's control by the same rule, at micro scale too -------------------------
+
+def _fig3_table(tmp_path, removed_mmlu, removed_knowledge):
+    """A minimal model at MMLU 150/200, knowledge 540/600; one layer removed at the given counts."""
+    rows = [dict(model="m", experiment="gradual", layers=f"0..{d - 1}", depth=d, minimal_depth=3, mmlu=v,
+                 knowledge=0.9) for d, v in ((1, 0.3), (2, 0.3), (3, 0.75))]
+    rows += [dict(model="m", experiment="minimal (0..2) minus layer", layers="L1", depth=2, minimal_depth=3,
+                  mmlu=removed_mmlu / 200, knowledge=removed_knowledge / 600)]
+    pd.DataFrame(rows).to_csv(tmp_path / "layer_pruning.csv", index=False)
+    return {"task_n": {"mmlu": 200, "knowledge": 600}}
+
+
+def test_fig3_on_the_micro_studys_task_n_is_judged_by_the_rule_with_n_and_interval(tmp_path):
+    st = _fig3_table(tmp_path, 60, 535)   # MMLU .75 -> .30, knowledge .90 -> .89: critical
+    r = pruning.individual(tmp_path, st)[0]
+    assert r["verdict"] == "holds" and "(60/200," in r["evidence"] and "(535/600," in r["evidence"]
+    assert "MMLU drop without L1 +0.45 [" in r["evidence"] and "paper 0." in r["evidence"]
+    # the knowledge interval straddles its margin (a drop of .10, margin .05): not resolved, no longer 'partly'
+    st = _fig3_table(tmp_path, 60, 480)
+    assert pruning.individual(tmp_path, st)[0]["verdict"] == "partly"   # the thresholds alone
+    r = pruning.individual(tmp_path, {**st, "knowledge_tolerance": 0.09})[0]
+    assert r["verdict"] == "not resolved" and "knowledge drop without L1 +0.10 [" in r["evidence"]
+    # knowledge broken beyond the margin and beyond the paper's none: the layer is refuted, MMLU shown
+    r = pruning.individual(tmp_path, _fig3_table(tmp_path, 60, 300))[0]
+    assert r["verdict"] == "partly" and "knowledge drop without L1 +0.40" in r["evidence"]
+
+
+def test_table1_on_task_n_takes_the_papers_numbers_from_the_table_and_judges_each_condition(tmp_path, monkeypatch):
+    _fig3_table(tmp_path, 60, 535)
+    keep = [dict(model="m", source="discovered", condition=c, gather="L1H2", aggregate="L2H0", mmlu=m, knowledge=k)
+            for c, m, k in (("both", 74.0, 90.0), ("gather_only", 26.0, 89.5), ("aggregate_only", 25.0, 90.0),
+                            ("neither", 25.5, 90.5))]
+    pd.DataFrame(keep).to_csv(tmp_path / "head_keeping.csv", index=False)
+    # 'both kept' within 5 points of the minimal model needs the interval of an unpaired drop under .05
+    st = {"task_n": {"mmlu": 2000, "knowledge": 6000}}
+    r = head_findings.head_keeping(tmp_path, st)[0]
+    assert r["verdict"] == "holds", r
+    small = head_findings.head_keeping(tmp_path, {"task_n": {"mmlu": 200, "knowledge": 600}})[0]
+    assert small["verdict"].startswith("not resolved (underpowered"), small
+    assert "MMLU fall, both kept -> aggregate only +0.49 [" in r["evidence"] and "(paper 0.4" in r["evidence"]
+    assert "(paper: MMLU 66.3 / 25.6 / 24.4 / 25.6)" in r["evidence"]
+    # the paper's numbers are the table's: another table, another text
+    real = paper.effect
+    monkeypatch.setattr(head_findings, "effect", lambda claim, task=None: (
+        real(claim).__class__(**{**real(claim).__dict__, "after": 50.0}) if claim == "table1_neither" else real(claim)))
+    assert "25.6 / 24.4 / 50.0)" in head_findings.head_keeping(tmp_path, st)[0]["evidence"]
+    # 'aggregate only' keeping MMLU far above chance: that condition's part is not shown
+    keep[2]["mmlu"] = 70.0
+    pd.DataFrame(keep).to_csv(tmp_path / "head_keeping.csv", index=False)
+    assert head_findings.head_keeping(tmp_path, st)[0]["verdict"] in ("partly", "does not hold")
+
+
+def _topk_with_control(tmp_path, kv, random_kv, refuted=True):
+    ranked = 50.0 if refuted else 10.0
+    rows = [dict(model="m", k=0, heads_pct=0.0, mmlu=50.0, knowledge=90.0, kv=95.0, lambada_ppl=2.0),
+            dict(model="m", k=3, heads_pct=1.0, mmlu=ranked, knowledge=90.0, kv=kv, lambada_ppl=9.0,
+                 random_draws=5, random_mmlu=50.0, random_mmlu_min=48.0, random_mmlu_max=52.0,
+                 random_kv=random_kv, random_kv_min=random_kv - 2, random_kv_max=random_kv + 2,
+                 random_lambada_ppl=2.1, random_lambada_ppl_min=2.0, random_lambada_ppl_max=2.2,
+                 random_knowledge=90.0, random_knowledge_min=89.0, random_knowledge_max=91.0)]
+    pd.DataFrame(rows).to_csv(tmp_path / "topk.csv", index=False)
+    return head_findings.topk(tmp_path, "topk.csv", "c", ["mmlu", "lambada"], ["knowledge"],
+                              {"task_n": {"mmlu": 10000, "knowledge": 10000, "kv": 100}})[0]
+
+
+def test_topk_judges_its_kv_control_and_a_failed_control_refutes_nothing(tmp_path):
+    # the control works: MMLU untouched refutes the fall, knowledge kept holds
+    r = _topk_with_control(tmp_path, kv=20.0, random_kv=94.0)
+    assert r["verdict"] == "partly" and "KV control: random minus ranked KV at k 3 (5 draws pooled)" in \
+        r["evidence"] and "control failed" not in r["evidence"]
+    r = _topk_with_control(tmp_path, kv=93.0, random_kv=94.0)   # the top heads' removal did not act
+    assert r["verdict"] == "not resolved (control failed)" and "control failed" in r["evidence"]
+    r = _topk_with_control(tmp_path, kv=93.0, random_kv=94.0, refuted=False)   # a fall shown stands
+    assert r["verdict"] == "holds" and "control failed" in r["evidence"]
+    # LAMBADA by its perplexity is shown beside the verdict, with its random spread
+    assert "lambada perplexity 2.00 -> 9.00 (random 2.10 [2.00, 2.20])" in r["evidence"]

@@ -254,7 +254,8 @@ EXPERIMENT_REGISTRY.declare(
                       {"name": "topk_removal.csv",
                        "claim": "Slides: removing the top-k KV heads hurts retrieval-heavy tasks more than removing k "
                                 "random heads, knowledge holds",
-                       "retrieval": ["mmlu", "gsm8k", "swde", "bbh"], "knowledge": ["knowledge"]})],
+                       # lambada where the study has it (perplexity: shown beside, not judged)
+                       "retrieval": ["mmlu", "gsm8k", "swde", "bbh", "lambada"], "knowledge": ["knowledge"]})],
 )
 EXPERIMENT_REGISTRY.declare(
     "arc_chat",

@@ -13,7 +13,7 @@ import pandas as pd
 from ..common import chance_of, near_chance
 from .pruning import minimal_scores
 from ...evaluation.power import detectable_from_interval
-from ..verdict import Part, claim_verdict, evidence
+from ..verdict import HOLDS, PARTLY, REFUTED, UNRESOLVED, Part, claim_verdict, evidence
 from .paper import at_share, effect
 from .sampled import acc, drop, drop_interval, n_of, part, read_answers, resolved
 from .verdicts import judge, knowledge_untestable, read_table, with_settings
@@ -26,14 +26,15 @@ def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = 
                  tasks: dict | None = None) -> list[dict]:
     """Table 1, all four conditions: both heads kept, MMLU within ``tolerance`` of the minimal model's
     (not below it by more); gather only, aggregate only, neither: MMLU near chance; knowledge within
-    ``knowledge_tolerance`` of the minimal model's in all four. 'holds' needs every check; 'partly'
-    where keeping both heads is still 10 points above every other condition, or where the minimal
-    model's knowledge is near ``knowledge_chance`` (knowledge flat cannot fail). With one critical layer
-    (its heads under ``gather``, none under ``aggregate``) only 'both' and 'neither' are run, and the
-    checks are those two's. On a sample (``mmlu_n``)
-    both kept must beat the best other condition beyond noise, paired where the jobs kept their
-    answers: ``answers``, a template of ``model``, ``source`` and ``condition``; ``tasks``, the MMLU
-    column's (``{"mmlu": [...]}``)."""
+    ``knowledge_tolerance`` of the minimal model's in all four. With one critical layer (its heads under
+    ``gather``, none under ``aggregate``) only 'both' and 'neither' are run, and the checks are those
+    two's. Where the questions' number is known (:func:`.sampled.n_of`: ``task_n`` or ``mmlu_n``) the
+    checks are parts judged by :mod:`gna.report.verdict` on their intervals against the paper's Table 1
+    (the effects' table, :func:`_keeping_parts`), paired where the jobs kept their answers: ``answers``, a
+    template of ``model``, ``source`` and ``condition``; ``tasks``, the MMLU column's (``{"mmlu": [...]}``).
+    Without it, thresholds on the point estimates: 'holds' needs every check; 'partly' where keeping both
+    heads is still 10 points above every other condition. At most 'partly' where the minimal model's
+    knowledge is near ``knowledge_chance`` (knowledge flat cannot fail)."""
     thresholds = with_settings(settings)
     chance = chance_of("mmlu", thresholds["mmlu_chance"])
     table = read_table(fig, "head_keeping.csv")
@@ -76,16 +77,21 @@ def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = 
                               + ", ".join(cond.replace("_", " ") for cond in off))
         best = max((c for c in ("gather_only", "aggregate_only", "neither") if c in run), key=lambda c: mmlu[c])
         others = mmlu[best]
-        verdict, n = judge(not failed, mmlu["both"] - others >= 10), thresholds.get("mmlu_n")
-        sampled = ""
+        verdict = judge(not failed, mmlu["both"] - others >= 10)
+        n, n_kn = n_of(thresholds, "mmlu"), n_of(thresholds, "knowledge")
+        sampled, parts = "", []
         if n:   # both kept against the best of the others, beyond noise
             keys = dict(model=model, source=source)
-            gap = drop(mmlu["both"] / 100, others / 100, n,
-                       (read_answers(answers, **keys, condition="both"), read_answers(answers, **keys, condition=best),
-                        (tasks or {}).get("mmlu", ())))
-            verdict = resolved(verdict, gap.beyond)
+            pairs = {cond: read_answers(answers, **keys, condition=cond) for cond in run}
+            gap = drop(mmlu["both"] / 100, others / 100, n, (pairs["both"], pairs[best], (tasks or {}).get("mmlu", ())))
             sampled = (f"; n = {n} questions: MMLU both {acc(mmlu['both'] / 100, n)}, the best other "
                        f"{acc(others / 100, n)}, {gap.text}")
+            if ref is not None and n_kn:
+                parts = _keeping_parts(ref, mmlu, knowledge, run, n, n_kn, thresholds, chance, pairs,
+                                       (tasks or {}).get("mmlu", ()))
+                verdict = claim_verdict(parts)
+            else:
+                verdict = resolved(verdict, gap.beyond)
         untestable = knowledge_untestable(ref[1], thresholds, 100) if ref is not None else ""
         verdict = "partly" if untestable and verdict == "holds" else verdict
         rows.append(dict(claim=claim, model=label, verdict=verdict,
@@ -96,10 +102,43 @@ def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = 
                                   + "; knowledge "
                                   + " / ".join(f"{knowledge[cond]:.1f}" if cond in run else "n/a"
                                                for cond in ("both", "gather_only", "aggregate_only", "neither"))
-                                  + " (paper: MMLU 66.3 / 25.6 / 24.4 / 25.6)" + sampled
+                                  + f" (paper: MMLU {_paper_table1()})" + sampled
                                   + (f" (failed: {'; '.join(failed)})" if failed else "")
-                                  + (f" ({untestable})" if untestable else "")))
+                                  + (f" ({untestable})" if untestable else "")
+                                  + (f"; {evidence(parts)}" if parts else "")))
     return rows
+
+
+KEEPING = ("both", "gather_only", "aggregate_only", "neither")
+
+
+def _paper_table1() -> str:
+    """The paper's Table 1 MMLU, both / gather only / aggregate only / neither, from the effects' table."""
+    return " / ".join(f"{effect(f'table1_{cond}').after:.1f}" for cond in KEEPING)
+
+
+def _keeping_parts(ref: tuple[float, float], mmlu, knowledge, run: list[str], n: int, n_kn: int, st: dict,
+                   chance: float, pairs: dict, mmlu_tasks) -> list[Part]:
+    """Table 1's parts (accuracies in percent in, 0-1 in the parts): both kept, MMLU's drop from the minimal
+    model (``ref``: its MMLU, knowledge) within ``tolerance`` against the paper's none (unpaired: the
+    minimal model's answers are another job's); each other condition, MMLU's fall from both kept beyond
+    ``collapse`` of both's above-chance MMLU against the paper's (paired on ``pairs``, each condition's
+    answers, where kept); knowledge's largest drop from the minimal model over the conditions within
+    ``knowledge_tolerance`` against the paper's."""
+    both = mmlu["both"] / 100
+    parts = [part("both kept: MMLU drop from the minimal model", ref[0] / 100, both, n, st["tolerance"],
+                  effect("table1_both").scaled(ref[0] / 100, chance), above=False)]
+    parts += [part(f"MMLU fall, both kept -> {cond.replace('_', ' ')}", both, mmlu[cond] / 100, n,
+                   st["collapse"] * (both - chance), effect(f"table1_{cond}").scaled(both, chance),
+                   answers=(pairs.get("both"), pairs.get(cond), mmlu_tasks))
+              for cond in run if cond != "both"]
+    worst = max(run, key=lambda cond: ref[1] - knowledge[cond])
+    kn = effect("table1_knowledge")
+    kn_chance = st.get("knowledge_chance")
+    parts.append(part(f"knowledge drop from the minimal model, {worst.replace('_', ' ')} (the largest)", ref[1] / 100,
+                      knowledge[worst] / 100, n_kn, st["knowledge_tolerance"],
+                      kn.scaled(ref[1] / 100, kn.chance / 100 if kn_chance is None else kn_chance), above=False))
+    return parts
 
 
 def kv_pairs(fig: Path, settings: dict | None = None) -> list[dict]:
@@ -187,7 +226,14 @@ def topk(fig: Path, name: str, claim: str, retrieval: list[str], knowledge: list
     paper effects' claim: ``arc_letter`` where the letter-format ARC-C is the retrieval task, else ``topk``; each task's at the paper's
     largest k whose share of heads is at most ours, scaled to the model), ranked removal's retrieval
     mean below the random draws' (no paper number: the slides have no random control; one draw
-    cannot hold), and knowledge's fall within ``knowledge_tolerance`` against the paper's."""
+    cannot hold), and knowledge's fall within ``knowledge_tolerance`` against the paper's.
+
+    A retrieval task the table scores by perplexity (``<task>_ppl``: LAMBADA, as the slides) is shown
+    beside the verdict, not in it (:func:`_perplexities`). Where the table has the positive control
+    (``kv``: each removal's KV accuracy, ``topk_removal.kv_control``) it is judged too
+    (:func:`_kv_control`); where removing the top heads is not shown to cost KV more than random heads,
+    the evidence says "control failed" and a refutation is no longer one ("not resolved (control
+    failed)"): the removal was not shown to act at all."""
     thresholds = with_settings(settings)
     table = read_table(fig, name)
     if table is None:
@@ -250,9 +296,56 @@ def topk(fig: Path, name: str, claim: str, retrieval: list[str], knowledge: list
         if skipped:
             evidence += "; left out, the unmodified model near chance: " + ", ".join(
                 f"{task} ({smallest_k[task]:.1f})" for task in skipped)
+        perplexity = [task for task in retrieval if pd.notna(smallest_k.get(f"{task}_ppl"))]
+        if perplexity:
+            evidence += "; " + _perplexities(smallest_k, largest_k, perplexity)
+        control = _kv_control(largest_k, thresholds)
+        if control is not None:
+            works, shown = control
+            evidence += "; " + shown
+            if not works and verdict in (REFUTED, PARTLY):   # no removal shown to act: nothing refuted
+                verdict = f"{UNRESOLVED} (control failed)"
         rows.append(dict(claim=claim, model=model, verdict=verdict,
                          evidence=evidence + (f" (failed: {'; '.join(failed)})" if failed else "")))
     return rows
+
+
+def _perplexities(before, after, tasks: list[str]) -> str:
+    """A perplexity-scored retrieval task's rise (LAMBADA as the slides score it), ranked beside random:
+    shown, not judged (a table's perplexity has no interval; its items' accuracy would be judged as the
+    other tasks are)."""
+    def shown(task: str) -> str:
+        col, rnd = f"{task}_ppl", f"random_{task}_ppl"
+        spread = (f" (random {after[rnd]:.2f} [{after[f'{rnd}_min']:.2f}, {after[f'{rnd}_max']:.2f}])"
+                  if pd.notna(after.get(rnd)) else "")
+        return f"{task} perplexity {before[col]:.2f} -> {after[col]:.2f}{spread}"
+    return ", ".join(shown(t) for t in tasks) + " (perplexity: no interval, shown beside the verdict, not in it)"
+
+
+def _kv_control(after, st: dict) -> tuple[bool, str] | None:
+    """The positive control at the largest k (``kv``, the KV probe's accuracy; ``random_kv`` over the
+    draws): removing the top KV heads must cost KV retrieval more than removing random heads, or the
+    removal is not shown to act on what it was ranked for. Where the probe's prompts are known
+    (``task_n["kv"]`` or ``kv_n``) a part judged by :mod:`gna.report.verdict` (random minus ranked KV,
+    the draws pooled, unpaired; the slides have no control, so no paper number); else the ranked KV below
+    every draw's. (works, evidence); None where the table has no control column."""
+    if pd.isna(after.get("kv")) or pd.isna(after.get("random_kv")):
+        return None
+    draws = int(after.random_draws) if pd.notna(after.get("random_draws")) else 1
+    k = int(after.k)
+    prompts = n_of(st, "kv") or st.get("kv_n")
+    if prompts:
+        n = int(prompts)
+        pooled = round(after.random_kv / 100 * n * draws) / (n * draws)
+        control = part(f"KV control: random minus ranked KV at k {k} ({draws} draw{'s' * (draws > 1)} pooled)",
+                       pooled, after.kv / 100, n * draws, 0.0, None, n_second=n)
+        works, shown = control.verdict == HOLDS, f"n = {n} KV prompts; " + evidence([control])
+    else:
+        works = after.kv < after.random_kv_min
+        shown = (f"KV control at k {k}: ranked {after.kv:.1f} vs random {after.random_kv:.1f} "
+                 f"[{after.random_kv_min:.1f}, {after.random_kv_max:.1f}] over {draws} draws")
+    return works, shown + ("" if works else " (control failed: the top heads' removal is not shown to cost "
+                                            "KV retrieval more than random heads)")
 
 
 def _pooled(row, tasks: list[str], column: str = "{}") -> float:

@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 
 from ..common import chance_of, near_chance
-from ..verdict import claim_verdict, evidence
+from ..verdict import HOLDS, PARTLY, REFUTED, UNRESOLVED, claim_verdict, evidence
 from .paper import effect
-from .sampled import PAPER_LLAMA_8B, acc, drop, n_of, part, read_answers, resolved
+from .sampled import PAPER_LLAMA_8B, acc, drop, n_of, part, read_answers
 from .verdicts import judge, knowledge_untestable, read_table, with_settings
 
 
@@ -132,16 +132,19 @@ def individual(fig: Path, settings: dict | None = None, answers: str | None = No
                removed_answers: str | None = None, tasks: dict | None = None,
                critical_json: str | None = None) -> list[dict]:
     """Fig. 3 holds where some layer is critical: its removal loses at least ``collapse`` of the
-    minimal model's MMLU above chance while knowledge stays: by the critical-layers json where the run
-    has one (``critical_json``, :func:`gna.experiments.pruning.critical_table`'s tested rule), else on the
-    table's point estimates within ``knowledge_tolerance``; at most 'partly' where the
-    minimal model's knowledge is near ``knowledge_chance`` (its staying cannot fail). On a sample
-    (``mmlu_n``) the MMLU drop must be beyond noise and its interval above the knowledge drop's,
-    paired where the jobs kept their answers: the minimal model's (``answers``, as for
-    :func:`gradual`) against the layer's (``removed_answers``, a template of ``model`` and ``layer``).
-    ``critical_json``: the critical-layers json (a template of ``model``); where it is there its layers are
-    the critical ones (and its collapsed ones the collapsed), as Table 1 takes them: the MMLU loss
-    beyond noise (McNemar, Holm over the layers) and the knowledge interval within the margin."""
+    minimal model's MMLU above chance while knowledge stays. The layers shown (and judged) are the
+    critical ones, else the collapsed ones, else the one with the lowest MMLU: by the critical-layers json
+    where the run has one (``critical_json``, a template of ``model``: :func:`gna.experiments.pruning.critical_table`'s
+    test, McNemar with Holm over the layers and the knowledge interval within its margin, the layers
+    Table 1 keeps heads in), else by the table's point estimates within ``knowledge_tolerance``.
+    Where the questions' number is known (:func:`.sampled.n_of`: ``task_n`` or ``mmlu_n``) each shown
+    layer has two parts judged by :mod:`gna.report.verdict`: MMLU's drop beyond ``collapse`` of the
+    above-chance MMLU against the paper's fall to chance, and knowledge's drop within the margin (the
+    json's, else ``knowledge_tolerance``) against the paper's none; paired where the jobs kept their
+    answers: the minimal model's (``answers``, as for :func:`gradual`) against the layer's
+    (``removed_answers``, a template of ``model`` and ``layer``), ``tasks`` the columns' tasks. Without
+    it, the thresholds on the point estimates. At most 'partly' where the minimal model's knowledge is
+    near ``knowledge_chance`` (its staying cannot fail)."""
     st = with_settings(settings)
     chance, collapse, knowledge_tolerance = chance_of("mmlu", st["mmlu_chance"]), st["collapse"], st["knowledge_tolerance"]
     t = read_table(fig, "layer_pruning.csv")
@@ -171,26 +174,32 @@ def individual(fig: Path, settings: dict | None = None, answers: str | None = No
         else:
             verdict = "partly" if not collapsed.empty else "does not hold"
             shown = collapsed if not collapsed.empty else sub.loc[[sub.mmlu.idxmin()]]
-        n = st.get("mmlu_n")
-        drops = {}
-        if n:
+        n, n_kn = n_of(st, "mmlu"), n_of(st, "knowledge")
+        drops, tested_parts = {}, {}
+        if n and n_kn:   # each shown layer's two parts on their intervals, paired where the jobs kept answers
             minimal_answers = read_answers(answers, model=model, depth=int(base.depth))
+            margin = _margin(tested) if tested is not None and tested["layers"] else knowledge_tolerance
+            kn = effect("fig3_knowledge")
+            kn_chance = st.get("knowledge_chance")
+            kn_chance = kn.chance / 100 if kn_chance is None else kn_chance
             for r in shown.itertuples():   # the critical layers where there are any
                 removed = read_answers(removed_answers, model=model, layer=int(str(r.layers).removeprefix("L")))
-                drops[r.layers] = {role: drop(getattr(base, role), getattr(r, role), n,
-                                              (minimal_answers, removed, (tasks or {}).get(role, ())))
-                                   for role in ("mmlu", "knowledge")}
-        if n and not critical.empty:
-            # a critical layer: MMLU's drop beyond noise and its interval above the knowledge drop's
-            verdict = resolved(verdict, any(d["mmlu"].beyond and d["mmlu"].low > max(0.0, d["knowledge"].high)
-                                            for d in (drops[r.layers] for r in critical.itertuples())))
+                pairs = {role: (minimal_answers, removed, (tasks or {}).get(role, ())) for role in ("mmlu", "knowledge")}
+                drops[r.layers] = {role: drop(getattr(base, role), getattr(r, role), size, pairs[role])
+                                   for role, size in (("mmlu", n), ("knowledge", n_kn))}
+                tested_parts[r.layers] = [
+                    part(f"MMLU drop without {r.layers}", base.mmlu, r.mmlu, n, collapse * (base.mmlu - chance),
+                         effect("fig3_critical").scaled(base.mmlu, chance), answers=pairs["mmlu"]),
+                    part(f"knowledge drop without {r.layers}", base.knowledge, r.knowledge, n_kn, margin,
+                         kn.scaled(base.knowledge, kn_chance), above=False, answers=pairs["knowledge"])]
+            verdict = _some_layer([claim_verdict(p) for p in tested_parts.values()])
         untestable = knowledge_untestable(base.knowledge, st)
         verdict = "partly" if untestable and verdict == "holds" else verdict
         rows.append(dict(claim=claim, model=model, verdict=verdict,
-                         evidence=f"minimal model MMLU {acc(base.mmlu, n)}, knowledge {acc(base.knowledge, n)}; "
-                                  + "; ".join(f"without {r.layers}: MMLU {acc(r.mmlu, n)}, knowledge {acc(r.knowledge, n)}"
+                         evidence=f"minimal model MMLU {acc(base.mmlu, n)}, knowledge {acc(base.knowledge, n_kn)}; "
+                                  + "; ".join(f"without {r.layers}: MMLU {acc(r.mmlu, n)}, knowledge {acc(r.knowledge, n_kn)}"
                                               + (f" (MMLU {drops[r.layers]['mmlu'].text}, knowledge "
-                                                 f"{drops[r.layers]['knowledge'].text})" if n else "")
+                                                 f"{drops[r.layers]['knowledge'].text})" if r.layers in drops else "")
                                               for r in shown.itertuples())
                                   + ("" if not critical.empty else
                                      " (no layer collapses MMLU with knowledge kept: no critical layer)")
@@ -198,8 +207,23 @@ def individual(fig: Path, settings: dict | None = None, answers: str | None = No
                                      f" (tested on each answer: MMLU loss by McNemar, Holm over {len(tested['layers'])} "
                                      f"layers; knowledge interval within +-{_margin(tested):.3f})")
                                   + (f" ({untestable})" if untestable else "")
+                                  + (f"; {evidence([p for ps in tested_parts.values() for p in ps])}"
+                                     if tested_parts else "")
                                   + (f". {PAPER_LLAMA_8B['individual']}" if st.get("paper_beside") else "")))
     return rows
+
+
+def _some_layer(verdicts: list[str]) -> str:
+    """Fig. 3's verdict from its shown layers' (each by :func:`gna.report.verdict.claim_verdict`): the
+    claim is that *some* layer is critical, so one layer that holds carries it; an unresolved layer
+    leaves it open; layers each decided, none holding, refute it (``partly`` where some layer's MMLU
+    collapse is shown and its knowledge is not kept)."""
+    if HOLDS in verdicts:
+        return HOLDS
+    open_ = [v for v in verdicts if v.startswith(UNRESOLVED)]
+    if open_:   # the underpowered wording where a layer has it
+        return next((v for v in open_ if v != UNRESOLVED), UNRESOLVED)
+    return PARTLY if PARTLY in verdicts else REFUTED
 
 
 def minimal_scores(fig: Path, model: str, tolerance: float) -> tuple[float, float] | None:
