@@ -219,3 +219,22 @@ def test_topk_judges_its_kv_control_and_a_failed_control_refutes_nothing(tmp_pat
     assert r["verdict"] == "holds" and "control failed" in r["evidence"]
     # LAMBADA by its perplexity is shown beside the verdict, with its random spread
     assert "lambada perplexity 2.00 -> 9.00 (random 2.10 [2.00, 2.20])" in r["evidence"]
+
+
+def test_the_real_presets_roles_are_counted_from_its_local_samples_not_the_mmlu_size():
+    """The findings judge the knowledge suite on its own questions (6 tasks x 40), not on MMLU's 150:
+    an accuracy over 240 is no count over 150."""
+    import yaml
+
+    from gna.config.schema import with_defaults
+    from gna.plan.jobs import local_task_docs
+
+    cfg = with_defaults(yaml.safe_load((ROOT / "workflow/configs/real.yaml").read_text()))
+    sizes = sampled.local_sizes(cfg["tasks"], local_task_docs(cfg))
+    size = cfg["benchmarks"]["suite"]["size"]
+    assert sizes["mmlu"] == cfg["benchmarks"]["mmlu"]["size"]
+    assert sizes["knowledge"] == sum(size[t.removesuffix("_local")] for t in cfg["tasks"]["knowledge"]) == 240
+    assert sizes["lambada"] == size["lambada_openai"] and sizes["gsm8k"] == size["gsm8k"]
+    assert sampled.n_of({"mmlu_n": 150, "task_n": sizes}, "knowledge") == 240
+    with pytest.raises(ValueError, match="not a count"):
+        sampled.acc(101 / 240, 150)

@@ -9,6 +9,15 @@ def findings_task_sizes(tasks, kv_prompts):
     return task_sizes(tasks, kv_prompts)
 
 
+def findings_local_sizes(study):
+    """Each role's questions in a study whose tasks are local samples (the real preset's): its knowledge
+    suite and retrieval tasks are not of the MMLU sample's size."""
+    from gna.plan.jobs import local_task_docs
+    from gna.report.findings.sampled import local_sizes
+
+    return local_sizes(study["tasks"], local_task_docs(study))
+
+
 rule findings:
     input:
         lambda wc: [t for t in all_targets() if t != f"{FIGURES}/findings.md"],
@@ -22,7 +31,8 @@ rule findings:
         | ({"knowledge_chance": LAYER_PRUNING["knowledge_chance"]} if LAYER_PRUNING.get("knowledge_chance") else {})
         # on the local MMLU sample: accuracies with n and interval, and (the models not being the
         # paper's) the paper's Llama-3.1-8B beside them
-        | ({"mmlu_n": config["benchmarks"]["mmlu"]["size"], "paper_beside": True} if local_task_inputs() else {})
+        | ({"mmlu_n": config["benchmarks"]["mmlu"]["size"], "paper_beside": True,
+            "task_n": findings_local_sizes(config)} if local_task_inputs() else {})
         # the micro study's tasks are local files: each role's questions counted, and the probe's prompts
         | ({"task_n": findings_task_sizes(config["tasks"], config["kv_probe"]["n_examples"])}
            if config["tasks"].get("micro_data") else {})

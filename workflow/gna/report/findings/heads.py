@@ -333,7 +333,7 @@ def _kv_control(after, st: dict) -> tuple[bool, str] | None:
         return None
     draws = int(after.random_draws) if pd.notna(after.get("random_draws")) else 1
     k = int(after.k)
-    prompts = n_of(st, "kv") or st.get("kv_n")
+    prompts = (st.get("task_n") or {}).get("kv") or st.get("kv_n")   # a probe's prompts, not a task's questions
     if prompts:
         n = int(prompts)
         pooled = round(after.random_kv / 100 * n * draws) / (n * draws)

@@ -64,6 +64,20 @@ def task_sizes(tasks: dict, kv_prompts: int | None = None) -> dict[str, int]:
     return sizes | ({"kv": int(kv_prompts)} if kv_prompts else {})
 
 
+def local_sizes(tasks: dict, docs: dict[str, int]) -> dict[str, int]:
+    """The questions of each role of a study whose tasks are local samples of known size (``docs``: task
+    -> its documents, :func:`gna.plan.jobs.local_task_docs`): ``mmlu``, ``knowledge`` (its tasks pooled:
+    the role's accuracy is their mean, a count over their sum where the tasks are of equal size, as the
+    real preset's) and each retrieval role; a role with a task of unknown size is left out."""
+    roles = {"mmlu": tasks.get("mmlu"), "knowledge": tasks.get("knowledge"), **(tasks.get("retrieval") or {})}
+    out = {}
+    for role, names in roles.items():
+        names = [names] if isinstance(names, str) else list(names or ())
+        if names and all(t in docs for t in names):
+            out[role] = sum(docs[t] for t in names)
+    return out
+
+
 def n_of(settings: dict, role: str) -> int | None:
     """The questions behind a role's accuracies: ``settings["task_n"][role]`` (each role its own:
     the micro study), else ``mmlu_n`` (one sample size for every task: the real study's), else None."""
