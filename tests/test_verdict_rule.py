@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from gna.report.findings import heads as head_findings
+from gna.report.findings import topk as topk_findings
 from gna.report.findings import hybrids as hybrid_findings
 from gna.report.findings import inference_memory, paper, pruning, sampled
 from gna.report.verdict import Part, claim_verdict
@@ -77,7 +78,7 @@ def test_topk_at_n_91_cannot_refute_the_papers_effect(tmp_path):
                  random_draws=1, random_mmlu=100 * 40 / 91, random_mmlu_min=100 * 40 / 91,
                  random_mmlu_max=100 * 40 / 91)]
     pd.DataFrame(rows).to_csv(tmp_path / "topk.csv", index=False)
-    (r,) = head_findings.topk(tmp_path, "topk.csv", "c", ["mmlu"], ["knowledge"], {"mmlu_n": 91})
+    (r,) = topk_findings.topk(tmp_path, "topk.csv", "c", ["mmlu"], ["knowledge"], {"mmlu_n": 91})
     assert r["verdict"].startswith("not resolved (underpowered: smallest detectable effect"), r
     assert "retrieval mean's fall, k 0 -> 8 +0.00 [" in r["evidence"] and "paper 0." in r["evidence"]
 
@@ -85,7 +86,7 @@ def test_topk_at_n_91_cannot_refute_the_papers_effect(tmp_path):
 # --- one table of the paper's effects ----------------------------------------------------------
 
 USERS = [sampled, pruning.gradual, pruning.individual, head_findings.head_keeping, head_findings._keeping_parts,
-         head_findings._paper_table1, head_findings.kv_pairs, head_findings.topk, head_findings._topk_parts,
+         head_findings._paper_table1, head_findings.kv_pairs, topk_findings.topk, topk_findings._topk_parts,
          head_findings.redundancy, hybrid_findings, inference_memory]
 
 
@@ -204,7 +205,7 @@ def _topk_with_control(tmp_path, kv, random_kv, refuted=True):
                  random_lambada_ppl=2.1, random_lambada_ppl_min=2.0, random_lambada_ppl_max=2.2,
                  random_knowledge=90.0, random_knowledge_min=89.0, random_knowledge_max=91.0)]
     pd.DataFrame(rows).to_csv(tmp_path / "topk.csv", index=False)
-    return head_findings.topk(tmp_path, "topk.csv", "c", ["mmlu", "lambada"], ["knowledge"],
+    return topk_findings.topk(tmp_path, "topk.csv", "c", ["mmlu", "lambada"], ["knowledge"],
                               {"task_n": {"mmlu": 10000, "knowledge": 10000, "kv": 100}})[0]
 
 

@@ -250,7 +250,7 @@ EXPERIMENT_REGISTRY.declare(
                                     {"roles": {"topk_removal": ["mmlu", "retrieval", "knowledge"],
                                                "arc_chat": ["arc_regular", "arc_chat"]}, "probe_for": "topk_removal"},
                                     experiment="topk_removal")},
-    findings=[Section(22, "gna.report.findings.heads:topk",
+    findings=[Section(22, "gna.report.findings.topk:topk",
                       {"name": "topk_removal.csv",
                        "claim": "Slides: removing the top-k KV heads hurts retrieval-heavy tasks more than removing k "
                                 "random heads, knowledge holds",
@@ -260,7 +260,7 @@ EXPERIMENT_REGISTRY.declare(
 EXPERIMENT_REGISTRY.declare(
     "arc_chat",
     targets=lambda: [f"{FIGURES}/arc_chat.md"],
-    findings=[Section(23, "gna.report.findings.heads:topk",
+    findings=[Section(23, "gna.report.findings.topk:topk",
                       {"name": "arc_chat.csv", "claim": "ARC-C chat (letter) falls under top-k removal, regular ARC-C holds",
                        "retrieval": ["arc_challenge_chat"], "knowledge": ["arc_challenge"]})],
 )
