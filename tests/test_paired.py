@@ -173,6 +173,14 @@ def test_table1_pairs_both_heads_kept_with_the_best_other_condition(tmp_path):
     assert "paired (8 answers lost, 0 gained" in r["evidence"], r
     (lo, hi), (ulo, uhi) = gather_only_fall(r), gather_only_fall(unpaired)
     assert lo > 0 > ulo and hi - lo < uhi - ulo   # the same 8 answers, paired: a fall beyond noise
+    # both kept against the minimal model (a gradual depth's answers): the same 32 answers right, paired
+    assert "both kept: MMLU drop from the minimal model +0.00 [-0.14, +0.14]" in r["evidence"]
+    minimal = str(tmp_path / "{model}/gradual/depth{depth}.answers.csv")
+    _write_answers(tmp_path / "m/gradual/depth3.answers.csv", [1] * 32 + [0] * (n - 32))
+    r = heads.head_keeping(tmp_path, settings, answers=template, tasks=tasks, minimal_answers=minimal)[0]
+    both = re.search(r"both kept: MMLU drop from the minimal model \+0\.00 \[([-+.\d]+), ([-+.\d]+)\] vs < 0\.10 "
+                     r"\([^)]*\): (\w+)", r["evidence"])
+    assert both and float(both.group(2)) < 0.1 and both.group(3) == "holds", r
 
 
 def test_fig3_pairs_the_minimal_model_with_each_layer_removed(tmp_path):

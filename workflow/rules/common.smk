@@ -359,6 +359,11 @@ def scan_probe(scan_dir, model):
                       model=model)
 
 
+# used by pruning.smk and heads.smk: a gradual depth's per-question answers (gna.evaluation.items), which
+# the findings pair: Figs. 2-3 across depths and layers, Table 1's heads kept against the minimal model
+GRADUAL_ANSWERS = "results/pruning/{model}/gradual/depth{depth}.answers.csv"
+
+
 # used by heads.smk
 def keeping_sources(model):
     """Table 1's head sources of a model: heads named in the config (the paper's), the heads

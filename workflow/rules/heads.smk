@@ -227,7 +227,7 @@ EXPERIMENT_REGISTRY.declare(
           "head_keeping": Estimator("gna.plan.job_estimates:evaluation",
                                     {"roles": ["mmlu", "knowledge"], "layers": "minimal"})},
     findings=[Section(20, "gna.report.findings.heads:head_keeping",
-                      {"answers": KEEPING_ANSWERS, "tasks": {"mmlu": tasks_of("mmlu")}})],
+                      {"answers": KEEPING_ANSWERS, "minimal_answers": GRADUAL_ANSWERS, "tasks": {"mmlu": tasks_of("mmlu")}})],
 )
 EXPERIMENT_REGISTRY.declare(
     "kv_pairs",

@@ -2,8 +2,8 @@
 # at a time from the minimal model that experiment 1 finds.
 
 LAYER_PRUNING = experiment_config("layer_pruning")
-# each evaluation's per-question answers (gna.evaluation.items), which the findings pair
-GRADUAL_ANSWERS = "results/pruning/{model}/gradual/depth{depth}.answers.csv"
+# each evaluation's per-question answers (gna.evaluation.items), which the findings pair (the gradual
+# depths': GRADUAL_ANSWERS, common.smk)
 INDIVIDUAL_ANSWERS = "results/pruning/{model}/individual/layer{layer}.answers.csv"
 PRUNING_TASKS = {"mmlu": tasks_of("mmlu"), "knowledge": tasks_of("knowledge")}
 

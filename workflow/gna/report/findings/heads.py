@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..common import chance_of, near_chance
-from .pruning import minimal_scores
+from .pruning import minimal_model
 from ...evaluation.power import detectable_from_interval
 from ..verdict import Part, claim_verdict, evidence
 from .paper import effect
@@ -23,7 +23,7 @@ REDUNDANCY_SHARE = 0.10
 
 
 def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = None,
-                 tasks: dict | None = None) -> list[dict]:
+                 tasks: dict | None = None, minimal_answers: str | None = None) -> list[dict]:
     """Table 1, all four conditions: both heads kept, MMLU within ``tolerance`` of the minimal model's
     (not below it by more); gather only, aggregate only, neither: MMLU near chance; knowledge within
     ``knowledge_tolerance`` of the minimal model's in all four. With one critical layer (its heads under
@@ -31,7 +31,8 @@ def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = 
     two's. Where the questions' number is known (:func:`.sampled.n_of`: ``task_n`` or ``mmlu_n``) the
     checks are parts judged by :mod:`gna.report.verdict` on their intervals against the paper's Table 1
     (the effects' table, :func:`_keeping_parts`), paired where the jobs kept their answers: ``answers``, a
-    template of ``model``, ``source`` and ``condition``; ``tasks``, the MMLU column's (``{"mmlu": [...]}``).
+    template of ``model``, ``source`` and ``condition``; ``tasks``, the MMLU column's (``{"mmlu": [...]}``);
+    ``minimal_answers``, the minimal model's (a gradual depth's: a template of ``model`` and ``depth``).
     Without it, thresholds on the point estimates: 'holds' needs every check; 'partly' where keeping both
     heads is still 10 points above every other condition. At most 'partly' where the minimal model's
     knowledge is near ``knowledge_chance`` (knowledge flat cannot fail)."""
@@ -54,7 +55,8 @@ def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = 
         label = (f"{model} ({source} heads {first['gather']}, one critical layer)" if one_layer
                  else f"{model} ({source} heads {first['gather']} + {first['aggregate']})")
         run = [c for c in ("both", "gather_only", "aggregate_only", "neither") if pd.notna(by_condition["mmlu"].get(c))]
-        ref = minimal_scores(fig, model, thresholds["tolerance"])
+        found = minimal_model(fig, model, thresholds["tolerance"])
+        ref = found[1:] if found is not None else None
         if ref is not None and near_chance(ref[0], chance, 100):
             rows.append(dict(claim=claim, model=label, verdict="n/a",
                              evidence=f"the minimal model is near chance on MMLU ({ref[0]:.1f})"))
@@ -83,6 +85,7 @@ def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = 
         if n:   # both kept against the best of the others, beyond noise
             keys = dict(model=model, source=source)
             pairs = {cond: read_answers(answers, **keys, condition=cond) for cond in run}
+            pairs["minimal"] = read_answers(minimal_answers, model=model, depth=found[0]) if found else None
             gap = drop(mmlu["both"] / 100, others / 100, n, (pairs["both"], pairs[best], (tasks or {}).get("mmlu", ())))
             sampled = (f"; n = {n} questions: MMLU both {acc(mmlu['both'] / 100, n)}, the best other "
                        f"{acc(others / 100, n)}, {gap.text}")
@@ -120,14 +123,15 @@ def _paper_table1() -> str:
 def _keeping_parts(ref: tuple[float, float], mmlu, knowledge, run: list[str], n: int, n_kn: int, st: dict,
                    chance: float, pairs: dict, mmlu_tasks) -> list[Part]:
     """Table 1's parts (accuracies in percent in, 0-1 in the parts): both kept, MMLU's drop from the minimal
-    model (``ref``: its MMLU, knowledge) within ``tolerance`` against the paper's none (unpaired: the
-    minimal model's answers are another job's); each other condition, MMLU's fall from both kept beyond
+    model (``ref``: its MMLU, knowledge) within ``tolerance`` against the paper's none (paired on the
+    minimal model's answers, ``pairs["minimal"]``, where kept); each other condition, MMLU's fall from both kept beyond
     ``collapse`` of both's above-chance MMLU against the paper's (paired on ``pairs``, each condition's
     answers, where kept); knowledge's largest drop from the minimal model over the conditions within
     ``knowledge_tolerance`` against the paper's."""
     both = mmlu["both"] / 100
     parts = [part("both kept: MMLU drop from the minimal model", ref[0] / 100, both, n, st["tolerance"],
-                  effect("table1_both").scaled(ref[0] / 100, chance), above=False)]
+                  effect("table1_both").scaled(ref[0] / 100, chance), above=False,
+                  answers=(pairs.get("minimal"), pairs.get("both"), mmlu_tasks))]
     parts += [part(f"MMLU fall, both kept -> {cond.replace('_', ' ')}", both, mmlu[cond] / 100, n,
                    st["collapse"] * (both - chance), effect(f"table1_{cond}").scaled(both, chance),
                    answers=(pairs.get("both"), pairs.get(cond), mmlu_tasks))

@@ -228,11 +228,18 @@ def _some_layer(verdicts: list[str]) -> str:
 
 def minimal_scores(fig: Path, model: str, tolerance: float) -> tuple[float, float] | None:
     """The minimal model's (MMLU, knowledge) in percent, from layer_pruning.csv, or None."""
+    found = minimal_model(fig, model, tolerance)
+    return found[1:] if found is not None else None
+
+
+def minimal_model(fig: Path, model: str, tolerance: float) -> tuple[int, float, float] | None:
+    """The minimal model's (depth, MMLU, knowledge), scores in percent, from layer_pruning.csv, or None."""
     t = read_table(fig, "layer_pruning.csv")
     if t is None or model not in set(t.model):
         return None
     g = _gradual_rows(t, model)
     if g.empty:
         return None
-    r = g[g.depth == _minimal_depth(g, tolerance)].iloc[0]
-    return 100 * float(r.mmlu), 100 * float(r.knowledge)
+    depth = _minimal_depth(g, tolerance)
+    r = g[g.depth == depth].iloc[0]
+    return depth, 100 * float(r.mmlu), 100 * float(r.knowledge)
