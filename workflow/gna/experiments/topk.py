@@ -9,6 +9,9 @@ SmolLM2-135M's 270 give 3, 5, 8.
 The control (``kv_control``): each removal is also scored on the KV probe, on other prompts than
 the ranking was made on (:func:`kv_task`), so that a table whose other columns do not move can say
 whether the removal hurt what the heads were ranked for.
+
+One concept at three layers: this module sizes the removal and names its control, :mod:`gna.report.heads`
+makes its tables, :mod:`gna.report.findings.topk` judges them.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Findings on top-k removal: the top-k KV heads removed against the same k random heads (the slides'
 top-k table), its positive control on the KV probe, and ARC-C in its two formats under the same removal.
 
-One concept at two layers: :mod:`gna.report.heads` makes the top-k tables, this module judges them.
+One concept at three layers: :mod:`gna.experiments.topk` sizes the removal and names its control,
+:mod:`gna.report.heads` makes the top-k tables, this module judges them.
 """
 from __future__ import annotations
 
