@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from ..evaluation import local_mmlu
+from ..experiments.baselines import suite_size
 from ..hybrid.study.stage_ranks import stage_world
 from ..hybrid.study.variants import parse_variant
 from . import estimate as E
@@ -125,13 +126,19 @@ def mmlu_sample(s, wc: dict) -> Estimate:
 def baseline_task(s, wc: dict) -> Estimate:
     """One unmodified model on one task (rule baseline): a KV probe (``kv_n<pairs>``) of kv_probe.n_examples
     prompts, a local MMLU format over its sample (benchmarks.mmlu.size), or a local suite task over its
-    sample (benchmarks.suite.size, one number or that task's entry)."""
+    sample (experiments.baselines.size where set, else benchmarks.suite.size: one number or that task's
+    entry)."""
     info, task = s.info(wc["model"]), wc["task"]
     if task.startswith("kv_n"):
         secs, peak = E.probe_scoring(s.hw, info, int(s.config["kv_probe"]["n_examples"]), [int(task[4:])],
                                      int(s.eval["batch_size"]))
         return E.loaded(s.hw, info, secs, peak)
-    secs, peak = E.eval_tasks(s.hw, info, [task], s.eval)   # its sample: the Study's task_limits
+    from .jobs import local_task_docs   # jobs imports this module
+
+    own = suite_size(s.config, s.exps.get("baselines") or {})
+    limits = s.eval if own is None else {**s.eval, "task_limits": {**s.eval["task_limits"], **local_task_docs(
+        {**s.config, "benchmarks": {**s.config["benchmarks"], "suite": {**s.config["benchmarks"]["suite"], "size": own}}})}}
+    secs, peak = E.eval_tasks(s.hw, info, [task], limits)   # its sample: the baselines' task limits
     return E.loaded(s.hw, info, secs, peak)
 
 
