@@ -209,4 +209,7 @@ def test_the_baselines_own_samples_are_built_apart_from_the_studys():
 
     cfg = yaml.safe_load((ROOT / "workflow/configs/real.yaml").read_text())
     dag = dag_jobs(cfg, on_demand=True, workdir=ROOT)
-    assert any(rule == "local_suite_baselines" for rule, _ in dag)
+    assert sorted(wc["suite"] for rule, wc in dag if rule == "local_suite") == ["suite", "suite-baselines"]
+    cfg["experiments"]["baselines"]["size"] = None   # the study's samples: one build serves both
+    dag = dag_jobs(cfg, on_demand=True, workdir=ROOT)
+    assert [wc["suite"] for rule, wc in dag if rule == "local_suite"] == ["suite"]

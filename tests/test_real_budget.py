@@ -35,11 +35,15 @@ def test_the_preset_fits_its_stated_budget_and_the_plan_says_so():
     budget = cfg["budget"]["cpu_core_hours"]
     assert budget == 24
     rows = cpu_hours(cfg, jobs)
-    total = sum(r["cpu_h"] for r in rows)
+    total = sum(r["cpu_h"] for r in rows if not r["on_demand"])
     assert 0.5 * budget < total <= budget   # spent, not left idle
+    # the baselines (on demand, outside `all`) are sized beside the study but are not in its budget
+    apart = [r for r in rows if r["on_demand"]]
+    assert {r["rule"] for r in apart} == {"baseline"} and sum(r["cpu_h"] for r in apart) > 0
     check_budget(rows, budget)
     line = "\n".join(budget_lines(rows, budget))
     assert f"{total:,.1f} of 24 CPU core-hours" in line and "budget.cpu_core_hours" in line
+    assert "On-demand targets" in line
 
 
 def test_a_study_over_its_budget_is_refused_naming_its_costliest_work():

