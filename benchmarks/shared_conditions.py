@@ -46,6 +46,18 @@ def conditions_of(experiment: str, model, minimal: int, head_layer: int) -> list
     return [[{"truncate": minimal}, {"ablate_heads": [[head_layer, h, mixer.kind]]}] for h in range(mixer.n_heads)]
 
 
+def differing_answers(before: list[pd.DataFrame], after: list[pd.DataFrame]) -> int:
+    """Questions whose chosen answer differs between the two sides, over every condition."""
+    keys = ["task", "filter", "metric", "doc_id"]
+    n = 0
+    for b, a in zip(before, after):
+        both = b.merge(a, on=keys, suffixes=("_b", "_a"))
+        if len(both) != len(b) or len(both) != len(a):
+            raise SystemExit("the two sides scored different questions")
+        n += int((both["chosen_b"].astype(str) != both["chosen_a"].astype(str)).sum())
+    return n
+
+
 def csv_bytes(rows: pd.DataFrame) -> bytes:
     buf = io.StringIO()
     rows.to_csv(buf, index=False)
@@ -95,23 +107,31 @@ def main() -> None:
         if experiment != "heads":
             conditions = conditions[args.every - 1::args.every]
         fields = [{"condition": i} for i in range(len(conditions))]
+        answers_before, answers_after = [], []
         start = time.process_time()
-        before = [evaluation_rows(spec, tasks, c, eval_cfg, micro_data, f, model=model)
+        before = [evaluation_rows(spec, tasks, c, eval_cfg, micro_data, f, model=model, answers=answers_before)
                   for c, f in zip(conditions, fields)]
         t_before = time.process_time() - start
         start = time.process_time()
-        after = condition_rows(spec, tasks, conditions, eval_cfg, micro_data, fields, model=model)
+        after = condition_rows(spec, tasks, conditions, eval_cfg, micro_data, fields, model=model,
+                               answers=answers_after)
         t_after = time.process_time() - start
         same = all(csv_bytes(a) == csv_bytes(b) for a, b in zip(after, before))
+        # both sides kept, so that a difference can be read question by question
+        for side, rows, answers in (("before", before, answers_before), ("after", after, answers_after)):
+            pd.concat(rows, ignore_index=True).to_csv(out / f"{experiment}.{side}.csv", index=False)
+            pd.concat(answers, ignore_index=True).to_csv(out / f"{experiment}.{side}.answers.csv", index=False)
+        differ = differing_answers(answers_before, answers_after)
         times.append({"experiment": experiment, "conditions": len(conditions), "cpu_s_before": round(t_before, 1),
                       "cpu_s_after": round(t_after, 1), "ratio": round(t_before / t_after, 2),
-                      "identical_rows": same})
+                      "identical_rows": same, "answers": sum(len(a) for a in answers_before),
+                      "differing_answers": differ})
         print(times[-1], flush=True)
     table = pd.DataFrame(times)
     table.to_csv(out / "times.csv", index=False)
     print(table.to_string(index=False))
     if not table.identical_rows.all():
-        raise SystemExit("the shared evaluation's rows differ from the conditions' own")
+        raise SystemExit("the shared evaluation's rows differ from the conditions' own (see <out>/<experiment>.*.csv)")
 
 
 if __name__ == "__main__":

@@ -182,3 +182,34 @@ def test_the_plan_of_the_real_study_sizes_every_baseline_job():
     tasks = [f"{t}_local" for t in cfg["benchmarks"]["suite"]["tasks"]] + ["mmlu_local", "kv_n10"]
     assert jobs == sorted((m, t) for m in cfg["experiments"]["baselines"]["models"] for t in tasks)
     assert dag.on_demand == ["baseline_table"] and "baseline" in dag.estimators
+
+
+def test_the_baselines_own_samples_override_the_studys_per_task_and_size_their_plan():
+    from gna.plan import Hardware
+    from gna.plan.job_estimates import baseline_task
+    from gna.plan.jobs import Study
+
+    cfg = with_defaults(yaml.safe_load((ROOT / "workflow/configs/real.yaml").read_text()))
+    study = cfg["benchmarks"]["suite"]["size"]
+    own = B.suite_size(cfg, cfg["experiments"]["baselines"])
+    # the real preset: the study's conditions read tens of items a task, the baselines hundreds or all
+    assert own["hellaswag"] == 500 > study["hellaswag"] and own["openbookqa"] is None
+    assert set(own) == set(study) | set(cfg["experiments"]["baselines"]["size"])
+    assert "experiments.baselines.size" in B.sizes_note(cfg, {"hellaswag_local": "suite"}, None,
+                                                        cfg["experiments"]["baselines"])
+    model = "qwen2.5-coder-1.5b"
+    hours = baseline_task(Study(cfg, Hardware()), {"model": model, "task": "hellaswag_local"}).hours
+    cfg["experiments"]["baselines"]["size"] = None   # the study's 40 items: the baseline shares them
+    assert B.suite_size(cfg, cfg["experiments"]["baselines"]) is None
+    assert hours > baseline_task(Study(cfg, Hardware()), {"model": model, "task": "hellaswag_local"}).hours
+
+
+def test_the_baselines_own_samples_are_built_apart_from_the_studys():
+    from gna.plan import dag_jobs
+
+    cfg = yaml.safe_load((ROOT / "workflow/configs/real.yaml").read_text())
+    dag = dag_jobs(cfg, on_demand=True, workdir=ROOT)
+    assert sorted(wc["suite"] for rule, wc in dag if rule == "local_suite") == ["suite", "suite-baselines"]
+    cfg["experiments"]["baselines"]["size"] = None   # the study's samples: one build serves both
+    dag = dag_jobs(cfg, on_demand=True, workdir=ROOT)
+    assert [wc["suite"] for rule, wc in dag if rule == "local_suite"] == ["suite"]

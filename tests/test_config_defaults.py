@@ -24,6 +24,7 @@ READ_DIRECTLY = [
     "kv_probe.separator", "kv_probe.seed",
     "scan.batch_size", "scan.max_rows", "scan.classify_top", "scan.classify_examples", "scan.threshold",
     "experiments.layer_pruning.tolerance", "experiments.layer_pruning.knowledge_tolerance",
+    "experiments.layer_pruning.knowledge_margin", "experiments.head_keeping.scan_heads",
     "experiments.layer_pruning.collapse", "experiments.layer_pruning.mmlu_chance",
     "experiments.head_keeping.heads_per_layer",
     "experiments.kv_pairs.probe_seeds",
@@ -153,7 +154,7 @@ def test_the_workflow_validates_its_config_as_with_defaults_does(config, tmp_pat
 # Keys whose default only the schema states: a `.get("key", default)` of them restates it.
 NO_RESTATED_DEFAULT = ("threads_per_job", "gpus_per_job", "dtype", "device", "max_length", "num_fewshot",
                        "max_rows", "classify_top", "classify_examples", "threshold", "tolerance",
-                       "knowledge_tolerance", "collapse", "mmlu_chance", "heads_per_layer", "random_seeds",
+                       "knowledge_tolerance", "knowledge_margin", "scan_heads", "collapse", "mmlu_chance", "heads_per_layer", "random_seeds",
                        "random_heads", "state_size", "chunk_size", "save_every", "heldout_batches", "ssm_init",
                        "combine", "shipped_dir", "shipped_data", "modes")
 

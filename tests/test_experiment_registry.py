@@ -69,7 +69,9 @@ def dry_run_jobs(snakefile: Path, workdir: Path, env=None) -> list[str]:
                           "-n", "--forceall", "--nolock"], cwd=workdir, capture_output=True, text=True,
                          env={**os.environ, **(env or {})})
     assert out.returncode == 0, out.stderr[-3000:]
-    blocks = re.findall(r"^(?:local)?rule (\w+):\n(.*?)(?:\n\n|\Z)", out.stdout + out.stderr, re.M | re.S)
+    # a job's block ends at a blank line, at the next job's timestamp line or rule line, or at the end
+    blocks = re.findall(r"^(?:local)?rule (\w+):\n(.*?)(?=\n\n|\n\[|\n(?:local)?rule \w+:|\Z)", out.stdout + out.stderr,
+                        re.M | re.S)
     return sorted(f"{rule} {re.search(r'output: (.*)', body).group(1) if 'output:' in body else ''}"
                   for rule, body in blocks)
 

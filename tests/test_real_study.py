@@ -14,7 +14,7 @@ from gna.config.schema import with_defaults
 from gna.plan import Hardware, dag_jobs
 from gna.plan.cpu_hours import cpu_hour_lines, cpu_hours, is_cpu_study
 from gna.plan.job_estimates import evaluation, head_scan
-from gna.plan.jobs import Study
+from gna.plan.jobs import Study, local_task_docs
 from gna.plan.scan_methods import cpu_hardware
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,16 +41,22 @@ def dry_run(*args, targets=()) -> subprocess.CompletedProcess:
 def test_the_preset_runs_the_papers_transformer_experiments_on_both_models():
     count = Counter(rule for rule, _ in real_jobs())
     per_model = Counter((rule, wc.get("model")) for rule, wc in real_jobs())
-    # Fig. 2 / Fig. 3: every depth and every layer of both models (30 and 28 layers)
-    assert per_model["gradual_pruning", SMOL] == per_model["individual_pruning", SMOL] == 30
+    # Fig. 2 / Fig. 3: every depth and every layer of Qwen (28 layers); SmolLM2, at chance on MMLU's letter,
+    # has no collapse to show (n/a by construction)
+    assert per_model["gradual_pruning", SMOL] == per_model["individual_pruning", SMOL] == 0
     assert per_model["gradual_pruning", QWEN] == per_model["individual_pruning", QWEN] == 28
     # the KV scan of both, Table 1's head search and keeping on Qwen (SmolLM2 is at chance on MMLU)
     assert per_model["head_scan", SMOL] == 2 and per_model["head_scan", QWEN] == 1   # SmolLM2: exact and fast
     assert count["critical_heads"] == 1 and per_model["critical_heads", QWEN] == 1
-    assert per_model["head_keeping", QWEN] == 4
+    # Table 1 both ways: the MMLU search's heads and the KV scan's top Gather and Aggregate-pattern heads
+    assert per_model["head_keeping", QWEN] == 4 + 4
     # Fig. 4, top-k removal beside random heads, the heatmaps and the explorer
     assert per_model["kv_pairs", SMOL] == per_model["kv_pairs", QWEN] == 3
-    assert per_model["topk_removal", QWEN] == 3 and count["ga_heatmaps"] == 1 and count["head_explorer"] == 2
+    # top-k at the slides' shares (Qwen k = 3, 7, 10; SmolLM2 3, 5, 8), k = 0 once, five random draws a k
+    assert per_model["topk_removal", QWEN] == per_model["topk_removal", SMOL] == 1 + 3 * (1 + 5)
+    assert count["ga_heatmaps"] == 1 and count["head_explorer"] == 2
+    ks = {(wc["model"], int(wc["k"])) for rule, wc in real_jobs() if rule == "topk_removal"}
+    assert ks == {(m, k) for m, kk in ((QWEN, (0, 3, 7, 10)), (SMOL, (0, 3, 5, 8))) for k in kk}
     # the fetched checkpoints and the local tasks come first
     assert {"local_mmlu", "findings"} <= set(count)
 
@@ -123,7 +129,7 @@ def test_the_plan_states_the_cpu_hours_per_model_and_one_gpus():
     assert by[QWEN, "gradual_pruning"]["jobs"] == 28
     # Qwen (1.5B) costs more than SmolLM2 (135M) per job, and a GPU in the same machine is faster than a
     # core on every job that computes: its start-up is the CPU job's, not a cluster job's 2 min
-    assert by[QWEN, "gradual_pruning"]["cpu_h"] > 2 * by[SMOL, "gradual_pruning"]["cpu_h"]
+    assert by[QWEN, "topk_removal"]["cpu_h"] > 2 * by[SMOL, "topk_removal"]["cpu_h"]
     computing = {"gradual_pruning", "individual_pruning", "critical_heads", "head_keeping", "head_scan", "kv_pairs",
                  "topk_removal"}   # (the others load a model and draw: the same hours either way)
     assert all(r["gpu_h"] < r["cpu_h"] for r in rows if r["rule"] in computing)
@@ -143,14 +149,25 @@ def test_a_bf16_study_is_costed_at_the_bf16_rate():
     assert f"{hw.cpu_gflops_bf16:g} GFLOP/s" in "\n".join(cpu_hour_lines(cpu_hours(cfg, jobs), cores=2, dtype="bfloat16"))
 
 
-def test_the_local_mmlu_sample_sizes_the_plans_evaluations():
-    """The local tasks hold benchmarks.mmlu.size questions: twice the sample, about twice the hours."""
+def test_the_local_samples_size_the_plans_evaluations():
+    """The local tasks hold their samples (benchmarks.mmlu.size questions, benchmarks.suite.size documents
+    a task, BBH's a subtask): twice the samples, about twice the hours."""
     cfg = real_config()
-    big = {**cfg, "benchmarks": {"mmlu": {**cfg["benchmarks"]["mmlu"], "size": 182}}}
+    bench = cfg["benchmarks"]
+    big = {**cfg, "benchmarks": {"mmlu": {**bench["mmlu"], "size": 2 * bench["mmlu"]["size"]},
+                                 "suite": {**bench["suite"], "size": {t: 2 * n for t, n in bench["suite"]["size"].items()}}}}
     core = cpu_hardware(Hardware())   # where the evaluation, not the loading, is the cost
     one = evaluation(Study(cfg, core), {"model": QWEN, "depth": "28"}, ["mmlu", "knowledge"], "depth").hours
     two = evaluation(Study(big, core), {"model": QWEN, "depth": "28"}, ["mmlu", "knowledge"], "depth").hours
     assert 1.6 < two / one < 2.05
+    docs = local_task_docs(cfg)
+    assert docs["mmlu_local"] == bench["mmlu"]["size"] and docs["hellaswag_local"] == bench["suite"]["size"]["hellaswag"]
+    assert docs["bbh_local"] == 15 * bench["suite"]["size"]["bbh"]   # per subtask, 15 subtasks
+    # a task left out of the sizes holds all its documents: the lm-eval task's size
+    whole = {**cfg, "benchmarks": {**bench, "suite": {**bench["suite"], "size": {"arc_easy": 40}}}}
+    assert "hellaswag_local" not in local_task_docs(whole) and local_task_docs(whole)["arc_easy_local"] == 40
+    hella = evaluation(Study(whole, core), {"model": QWEN, "depth": "28"}, ["knowledge"], "depth").hours
+    assert hella > 20 * evaluation(Study(cfg, core), {"model": QWEN, "depth": "28"}, ["knowledge"], "depth").hours
 
 
 def test_the_fast_scan_is_held_to_the_exact_one_on_smollm2():

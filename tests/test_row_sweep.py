@@ -13,6 +13,7 @@ from gna.interventions import head_set, mask_head_rows, mask_last_row
 from gna.models import describe, load_model
 from gna.models.tiny import build_tiny_model
 from gna.report import findings
+from gna.report.findings import hybrids as _hybrids  # noqa: F401  (findings.hybrids, run alone too)
 from gna.report.row_sweep import sweep_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,7 +115,9 @@ def test_the_finding_says_where_each_head_set_aggregates(tmp_path):
     found = {r["claim"].split(" heads")[0].split("the ")[-1]: r for r in findings.hybrids.row_sweep(tmp_path)}
     assert found["attention"]["verdict"] == "does not hold"
     assert "aggregate at option_values (-67.5); the answer row costs 1.5" in found["attention"]["evidence"]
-    assert found["ssm"]["verdict"] == "holds" and "aggregate at answer (-64.5)" in found["ssm"]["evidence"]
+    # the SSM heads: the answer row costs most (-64.5), but option_values (-58.0) lies within its interval
+    assert found["ssm"]["verdict"] == "not resolved" and "aggregate at answer (-64.5)" in found["ssm"]["evidence"]
+    assert "the answer row's fall beyond option_values's +0.07 [" in found["ssm"]["evidence"]
     pd.DataFrame([dict(model="m", mode="last_row", k=0, heads_masked="0", mmlu=90.5, knowledge=99.0),
                   dict(model="m", mode="last_row", k=8, heads_masked="all", mmlu=89.0, knowledge=99.0)]
                  ).to_csv(tmp_path / "hybrid_attention.csv", index=False)

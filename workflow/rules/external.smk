@@ -95,4 +95,6 @@ rule external_inputs:
         lambda wc: rules.local_mmlu.output if config["benchmarks"]["mmlu"]["models"]
         or {"mmlu_local", "mmlu_local_cloze"} & set(tasks_of("mmlu", "knowledge")) else [],
         # the tasks from the pinned benchmark files (benchmarks.smk), where benchmarks.suite or the study names them
-        lambda wc: rules.local_suite.output if suite_tasks() else [],
+        # (the baselines' own samples too, where they have them)
+        lambda wc: [f"{d}/manifest.json" for d in dict.fromkeys([LOCAL_SUITE_DIR, BASELINE_SUITE_DIR])]
+        if suite_tasks() else [],

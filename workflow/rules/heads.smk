@@ -10,7 +10,7 @@ KEEPING_ANSWERS = "results/head_keeping/{model}/{source}/{condition}.answers.csv
 
 
 rule critical_heads:
-    # Each head of the Table 1 pair of critical layers ablated alone in the minimal model, on MMLU.
+    # Each head of Table 1's critical layers (one or two) ablated alone in the minimal model, on MMLU.
     input:
         model=lambda wc: model_input(wc.model),
         minimal="results/pruning/{model}.minimal.json",
@@ -40,11 +40,13 @@ rule head_keeping:
         minimal="results/pruning/{model}.minimal.json",
         critical="results/pruning/{model}.critical.json",
         heads=lambda wc: ["results/head_keeping/{model}.critical_heads.csv"] if wc.source == "discovered" else [],
+        # the scan variant (head_keeping.scan_heads): the KV scan's classified ranking
+        ga=lambda wc: ["results/scan/{model}.ga.csv"] if wc.source == "scan" else [],
     output:
         "results/head_keeping/{model}/{source}/{condition}.csv",
         answers=KEEPING_ANSWERS,
     wildcard_constraints:
-        source="named|discovered",
+        source="named|discovered|scan",
         condition="both|aggregate_only|gather_only|neither",
     params:
         spec=lambda wc: model_spec(wc.model),
@@ -82,6 +84,11 @@ rule kv_pairs:
         spec=lambda wc: model_spec(wc.model),
         probes=[list(x) for x in KV_PAIRS_PROBES],
         named=lambda wc: KV_PAIRS.get("named_heads", {}).get(wc.model),
+        # the first n prompts of each probe set, only where set (a study that scores all keeps its params)
+        **({"n_examples": KV_PAIRS["n_examples"]} if KV_PAIRS.get("n_examples") else {}),
+        # only where the heads are read off their patterns: a study that reads roles keeps its params
+        **({"heads_by": "pattern", "threshold": config["scan"]["threshold"]} if KV_PAIRS.get("heads_by") == "pattern"
+           else {}),
         fields=lambda wc: result_fields(wc.model, "kv_pairs", condition=wc.condition),
         eval=eval_params(),
     threads: THREADS
@@ -101,6 +108,7 @@ rule topk_removal:
     input:
         model=lambda wc: model_input(wc.model),
         ranking=lambda wc: ranking_file(EXPERIMENTS[wc.experiment].get("ranking"), wc.model),
+        kv=lambda wc: [topk_kv_probe(wc.experiment, wc.model)[1]] if topk_kv_probe(wc.experiment, wc.model) else [],
     output:
         "results/{experiment}/{model}/k{k}{draw}.csv",
         answers="results/{experiment}/{model}/k{k}{draw}.answers.csv",
@@ -112,6 +120,10 @@ rule topk_removal:
         spec=lambda wc: model_spec(wc.model),
         tasks=lambda wc: (tasks_of("mmlu", "retrieval", "knowledge") if wc.experiment == "topk_removal"
                           else tasks_of("arc_regular", "arc_chat")),
+        # the positive control (topk_removal.kv_control): its probe scored beside the tasks (without one, no
+        # param: a study that has none keeps its params)
+        **({"kv_probes": lambda wc: dict([topk_kv_probe(wc.experiment, wc.model)] if topk_kv_probe(
+            wc.experiment, wc.model) else [])} if experiment_config("topk_removal").get("kv_control") else {}),
         fields=lambda wc: {**result_fields(wc.model, wc.experiment, k=int(wc.k)),
                            **({"selection": "random", "draw": int(wc.draw.removeprefix("-random"))} if wc.draw
                               else {"selection": "ranked"}),
@@ -215,7 +227,7 @@ EXPERIMENT_REGISTRY.declare(
           "head_keeping": Estimator("gna.plan.job_estimates:evaluation",
                                     {"roles": ["mmlu", "knowledge"], "layers": "minimal"})},
     findings=[Section(20, "gna.report.findings.heads:head_keeping",
-                      {"answers": KEEPING_ANSWERS, "tasks": {"mmlu": tasks_of("mmlu")}})],
+                      {"answers": KEEPING_ANSWERS, "minimal_answers": GRADUAL_ANSWERS, "tasks": {"mmlu": tasks_of("mmlu")}})],
 )
 EXPERIMENT_REGISTRY.declare(
     "kv_pairs",
@@ -234,19 +246,21 @@ EXPERIMENT_REGISTRY.declare(
     shared={"topk_removal": lambda wc: (wc["model"], wc["experiment"])},
     # the per-model lists of k, which topk_tables takes by wildcard
     batch_inputs=lambda: [f for e in ("topk_removal", "arc_chat") for files in topk_outputs(e).values() for f in files],
-    plan={"topk_removal": Estimator("gna.plan.job_estimates:evaluation",
+    plan={"topk_removal": Estimator("gna.plan.job_estimates:evaluation_and_probe",
                                     {"roles": {"topk_removal": ["mmlu", "retrieval", "knowledge"],
-                                               "arc_chat": ["arc_regular", "arc_chat"]}})},
-    findings=[Section(22, "gna.report.findings.heads:topk",
+                                               "arc_chat": ["arc_regular", "arc_chat"]}, "probe_for": "topk_removal"},
+                                    experiment="topk_removal")},
+    findings=[Section(22, "gna.report.findings.topk:topk",
                       {"name": "topk_removal.csv",
                        "claim": "Slides: removing the top-k KV heads hurts retrieval-heavy tasks more than removing k "
                                 "random heads, knowledge holds",
-                       "retrieval": ["mmlu", "gsm8k", "swde", "bbh"], "knowledge": ["knowledge"]})],
+                       # lambada where the study has it (perplexity: shown beside, not judged)
+                       "retrieval": ["mmlu", "gsm8k", "swde", "bbh", "lambada"], "knowledge": ["knowledge"]})],
 )
 EXPERIMENT_REGISTRY.declare(
     "arc_chat",
     targets=lambda: [f"{FIGURES}/arc_chat.md"],
-    findings=[Section(23, "gna.report.findings.heads:topk",
+    findings=[Section(23, "gna.report.findings.topk:topk",
                       {"name": "arc_chat.csv", "claim": "ARC-C chat (letter) falls under top-k removal, regular ARC-C holds",
                        "retrieval": ["arc_challenge_chat"], "knowledge": ["arc_challenge"]})],
 )

@@ -2,8 +2,8 @@
 # at a time from the minimal model that experiment 1 finds.
 
 LAYER_PRUNING = experiment_config("layer_pruning")
-# each evaluation's per-question answers (gna.evaluation.items), which the findings pair
-GRADUAL_ANSWERS = "results/pruning/{model}/gradual/depth{depth}.answers.csv"
+# each evaluation's per-question answers (gna.evaluation.items), which the findings pair (the gradual
+# depths': GRADUAL_ANSWERS, common.smk)
 INDIVIDUAL_ANSWERS = "results/pruning/{model}/individual/layer{layer}.answers.csv"
 PRUNING_TASKS = {"mmlu": tasks_of("mmlu"), "knowledge": tasks_of("knowledge")}
 
@@ -34,14 +34,17 @@ rule gradual_pruning:
 
 
 rule minimal_model:
+    # the depths' answers too: a depth is cut only where its paired interval says so
     input:
-        lambda wc: expand("results/pruning/{{model}}/gradual/depth{depth}.csv",
-                          depth=range(1, n_layers(wc.model) + 1)),
+        depths=lambda wc: expand("results/pruning/{{model}}/gradual/depth{depth}.csv",
+                                 depth=range(1, n_layers(wc.model) + 1)),
+        answers=lambda wc: expand(GRADUAL_ANSWERS, model=wc.model, depth=range(1, n_layers(wc.model) + 1)),
     output:
         table="results/pruning/{model}.gradual.csv",
         minimal="results/pruning/{model}.minimal.json",
     params:
         mmlu=tasks_of("mmlu"),
+        depths=lambda wc: list(range(1, n_layers(wc.model) + 1)),
         tolerance=lambda wc: LAYER_PRUNING["tolerance"],
     log:
         "logs/pruning/{model}.minimal.log",
@@ -80,6 +83,9 @@ rule critical_layers:
     input:
         layers=lambda wc: expand("results/pruning/{{model}}/individual/layer{layer}.csv",
                                  layer=range(n_layers(wc.model))),
+        # each question's answer: the minimal model's (a gradual depth) against each removal's
+        layer_answers=lambda wc: expand(INDIVIDUAL_ANSWERS, model=wc.model, layer=range(n_layers(wc.model))),
+        gradual_answers=lambda wc: expand(GRADUAL_ANSWERS, model=wc.model, depth=range(1, n_layers(wc.model) + 1)),
         gradual="results/pruning/{model}.gradual.csv",
         minimal="results/pruning/{model}.minimal.json",
     output:
@@ -88,9 +94,12 @@ rule critical_layers:
     params:
         mmlu=tasks_of("mmlu"),
         knowledge=tasks_of("knowledge"),
+        layers=lambda wc: list(range(n_layers(wc.model))),
+        depths=lambda wc: list(range(1, n_layers(wc.model) + 1)),
         chance=lambda wc: LAYER_PRUNING["mmlu_chance"],
         collapse=lambda wc: LAYER_PRUNING["collapse"],
-        knowledge_tolerance=lambda wc: LAYER_PRUNING["knowledge_tolerance"],
+        knowledge_margin=lambda wc: LAYER_PRUNING["knowledge_margin"],
+        knowledge_chance=lambda wc: LAYER_PRUNING.get("knowledge_chance"),
     log:
         "logs/pruning/{model}.critical.log",
     conda:
@@ -140,5 +149,6 @@ EXPERIMENT_REGISTRY.declare(
                                           {"roles": ["mmlu", "knowledge"], "layers": "minimal_minus_layer"})},
     findings=[Section(10, "gna.report.findings.pruning:gradual", {"answers": GRADUAL_ANSWERS, "tasks": PRUNING_TASKS}),
               Section(11, "gna.report.findings.pruning:individual",
-                      {"answers": GRADUAL_ANSWERS, "removed_answers": INDIVIDUAL_ANSWERS, "tasks": PRUNING_TASKS})],
+                      {"answers": GRADUAL_ANSWERS, "removed_answers": INDIVIDUAL_ANSWERS, "tasks": PRUNING_TASKS,
+                       "critical_json": "results/pruning/{model}.critical.json"})],
 )

@@ -15,7 +15,12 @@ rule findings:
         | ({"knowledge_chance": LAYER_PRUNING["knowledge_chance"]} if LAYER_PRUNING.get("knowledge_chance") else {})
         # on the local MMLU sample: accuracies with n and interval, and (the models not being the
         # paper's) the paper's Llama-3.1-8B beside them
-        | ({"mmlu_n": config["benchmarks"]["mmlu"]["size"], "paper_beside": True} if local_task_inputs() else {}),
+        | ({"mmlu_n": config["benchmarks"]["mmlu"]["size"], "paper_beside": True,
+            "task_n": findings_local_sizes(config)} if local_task_inputs() else {})
+        # the micro study's tasks are local files: each role's questions counted, and the probe's prompts
+        | ({"task_n": findings_task_sizes(config["tasks"], config["kv_probe"]["n_examples"])}
+           if config["tasks"].get("micro_data") else {})
+        | {"kv_n": config["kv_probe"]["n_examples"]},
         rankings={m: f"results/scan/{m}.ranking.csv" for m in SCAN_MODELS},
         # the experiments' claim checks, as their rule files declare them
         sections=lambda wc: EXPERIMENT_REGISTRY.sections(),

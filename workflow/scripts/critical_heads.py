@@ -1,9 +1,10 @@
-"""Table 1's head search: each head of the critical pair ablated alone in the minimal model, MMLU."""
+"""Table 1's head search: each head of its critical layers (one or two) ablated alone in the minimal model, MMLU."""
 
 import json
 
 import pandas as pd
 
+from gna.experiments.head_selection import NO_CRITICAL_LAYER
 from gna.experiments.run import condition_rows, write_answers
 from gna.io import write_csv
 from gna.models import describe, load_model
@@ -12,15 +13,15 @@ from gna.jobs.script_job import job
 with job(snakemake) as log:
     p = snakemake.params
     depth = json.load(open(snakemake.input.minimal))["minimal_depth"]
-    pair = json.load(open(snakemake.input.critical))["pair"]
+    layers = json.load(open(snakemake.input.critical))["table1_layers"]
     frames, answers = [], []
-    if not pair:
-        log.info("fewer than two critical layers: no head to search")
-        frames.append(pd.DataFrame([{**p.fields, "layer": pd.NA, "head": pd.NA, "note": "no critical layer pair"}]))
+    if not layers:
+        log.info("no critical layer: no head to search")
+        frames.append(pd.DataFrame([{**p.fields, "layer": pd.NA, "head": pd.NA, "note": NO_CRITICAL_LAYER}]))
     else:
         model = load_model(p.spec)
         conditions, fields = [], []
-        for layer in pair:
+        for layer in layers:
             mixers = describe(model[0]).mixers_in(layer)   # a hybrid layer: its attention heads
             mixer = next((m for m in mixers if m.kind == "attention"), mixers[0])
             for head in range(mixer.n_heads):

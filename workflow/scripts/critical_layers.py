@@ -1,26 +1,37 @@
-"""Gather the individual-pruning rows; the critical layers (MMLU collapses, knowledge stays)."""
+"""Gather the individual-pruning rows; the critical layers (MMLU collapses beyond noise, knowledge
+shown to stay), tested on each question's answer; Table 1's layers."""
 import json
 
 import pandas as pd
 
-from gna.experiments.pruning import critical_layers, critical_pair, critical_table, metric_by
+from gna.experiments.pruning import critical_layers, critical_table, metric_by, table1_layers
 from gna.io import write_csv, write_json
 from gna.jobs.script_job import job
 
+
+def answers(path):
+    return pd.read_csv(path, dtype={"item": str, "target": str})
+
+
 with job(snakemake) as log:
-    p = snakemake.params
-    table = pd.concat([pd.read_csv(f) for f in snakemake.input.layers], ignore_index=True)
-    depth = json.load(open(snakemake.input.minimal))["minimal_depth"]
-    gradual = pd.read_csv(snakemake.input.gradual)
+    p, i = snakemake.params, snakemake.input
+    table = pd.concat([pd.read_csv(f) for f in i.layers], ignore_index=True)
+    minimal = json.load(open(i.minimal))
+    depth = minimal["minimal_depth"]
+    gradual = pd.read_csv(i.gradual)
     base_mmlu = float(metric_by(gradual, "depth", p.mmlu)[depth])
     base_knowledge = float(metric_by(gradual, "depth", p.knowledge)[depth])
-    verdicts = critical_table(table, p.mmlu, p.knowledge, base_mmlu, base_knowledge, chance=p.chance,
-                              collapse=p.collapse, knowledge_tolerance=p.knowledge_tolerance)
-    critical, pair = critical_layers(verdicts), critical_pair(verdicts)
-    log.info("minimal model (depth %d): MMLU %.3f, knowledge %.3f\n%s\ncritical layers %s, Table 1 pair %s",
-             depth, base_mmlu, base_knowledge, verdicts.to_string(index=False), critical, pair)
+    base_answers = answers(i.gradual_answers[p.depths.index(depth)])
+    removed = {layer: answers(f) for layer, f in zip(p.layers, i.layer_answers) if layer < depth}
+    verdicts = critical_table(table, p.mmlu, p.knowledge, base_mmlu, base_knowledge, base_answers, removed,
+                              chance=p.chance, collapse=p.collapse, knowledge_margin=p.knowledge_margin,
+                              knowledge_chance=p.knowledge_chance)
+    critical, kept = critical_layers(verdicts), table1_layers(verdicts)
+    log.info("minimal model (depth %d): MMLU %.3f, knowledge %.3f\n%s\ncritical layers %s, Table 1 layers %s",
+             depth, base_mmlu, base_knowledge, verdicts.to_string(index=False), critical, kept)
     write_csv(table, snakemake.output.table)
-    write_json({"critical_layers": critical, "pair": pair, "minimal_depth": depth, "base_mmlu": base_mmlu,
+    write_json({"critical_layers": critical, "table1_layers": kept, "minimal_depth": depth,
+                "fall": minimal.get("fall"), "candidates": minimal.get("candidates"), "base_mmlu": base_mmlu,
                 "base_knowledge": base_knowledge, "chance": p.chance, "collapse": p.collapse,
-                "knowledge_tolerance": p.knowledge_tolerance, "layers": verdicts.to_dict(orient="records")},
-               snakemake.output.critical)
+                "knowledge_margin": p.knowledge_margin, "knowledge_chance": p.knowledge_chance, "test": "paired",
+                "layers": verdicts.to_dict(orient="records")}, snakemake.output.critical)

@@ -1,35 +1,35 @@
 """Table 1: minimal model; in the G&A layers keep only the Gather and/or Aggregate heads (or none).
 
-Heads are the config's named ones (the paper's) or the discovered ones: in each of the two
-critical layers, the head(s) whose removal alone costs MMLU most (rule critical_heads)."""
+Heads are the config's named ones (the paper's), the discovered ones: in each critical layer (one or
+two), the head(s) whose removal alone costs MMLU most (rule critical_heads), or the KV scan's top
+Gather and top Aggregate-pattern heads (head_keeping.scan_heads)."""
 
 import json
 
 import pandas as pd
 
-from gna.experiments.head_selection import keeping_plan, mmlu_heads, named_role_heads
+from gna.experiments.head_selection import keeping_plan, keeping_roles
 from gna.experiments.pruning import metric_by
 from gna.experiments.run import evaluation_rows, write_answers
 from gna.io import write_csv
 from gna.jobs.script_job import job
 
 with job(snakemake) as log:
-    p, w = snakemake.params, snakemake.wildcards
-    depth, answers = json.load(open(snakemake.input.minimal))["minimal_depth"], []
-    pair = json.load(open(snakemake.input.critical))["pair"]
-    if w.source == "named":
-        roles = named_role_heads(p.named)
-    elif pair:
-        scores = pd.read_csv(snakemake.input.heads[0])  # the input is a list (empty for named heads)
-        mmlu = metric_by(scores, ["layer", "head"], p.tasks[:1]).rename("mmlu").reset_index()
-        kind = str(scores.kind.dropna().iloc[0])
-        roles = {role: [[layer, h, kind] for h in mmlu_heads(mmlu, layer, p.per_layer)]
-                 for role, layer in zip(("gather", "aggregate"), pair)}
-    else:
-        roles = None
-    if roles is None:
-        log.info("no pair of critical layers in the minimal model (depth %d): nothing to keep", depth)
-        rows = pd.DataFrame([{**p.fields, "kept": "nothing (no pair)", "note": "no critical layer pair"}])
+    p, w, i = snakemake.params, snakemake.wildcards, snakemake.input
+    depth, answers = json.load(open(i.minimal))["minimal_depth"], []
+    layers = json.load(open(i.critical))["table1_layers"]
+    search = {}
+    if i.heads and layers:   # the discovered heads' search (the input lists are empty for other sources)
+        scores = pd.read_csv(i.heads[0])
+        search = dict(scores=metric_by(scores, ["layer", "head"], p.tasks[:1]).rename("mmlu").reset_index(),
+                      kind=str(scores.kind.dropna().iloc[0]))
+    roles, note = keeping_roles(w.source, w.condition, depth, layers=layers, per_layer=p.per_layer, named=p.named,
+                                ga=pd.read_csv(i.ga[0]) if i.ga else None, **search)
+    if note:
+        log.info("%s heads, %s: %s (minimal model of depth %d): nothing to evaluate", w.source, w.condition, note,
+                 depth)
+        heads = {role: " ".join(f"L{h[0]}H{h[1]}" for h in hs) for role, hs in (roles or {}).items()}
+        rows = pd.DataFrame([{**p.fields, **heads, "kept": "nothing", "note": note}])
     else:
         too_deep = [h for hs in roles.values() for h in hs if int(h[0]) >= depth]
         if too_deep:

@@ -1,12 +1,13 @@
 """Fig. 4: KV-retrieval accuracy vs number of pairs, full model or without its Gather / Aggregate head(s),
 on one probe set per (pairs, probe seed) (kv_pairs.probe_seeds).
 
-The heads are the config's named ones (a role may have several) or the scan's top head classified
-in that role."""
+The heads are the config's named ones (a role may have several) or the scan's top head in that role:
+classified so (kv_pairs.heads_by role), or by its pattern alone (pattern; gna.experiments.fig4_heads)."""
 
 import pandas as pd
 
 from gna.evaluation.lm_eval_bridge import TaskSuite
+from gna.experiments.fig4_heads import pattern_head
 from gna.experiments.head_selection import role_heads
 from gna.experiments.run import evaluation_rows, write_answers
 from gna.io import write_csv
@@ -17,10 +18,18 @@ from gna.probes.kv import lm_eval_task_config
 with job(snakemake) as log:
     p = snakemake.params
     condition = snakemake.wildcards.condition
-    heads = [] if condition == "full" else role_heads(pd.read_csv(snakemake.input.ga), condition[3:], p.named)
+    ga = pd.read_csv(snakemake.input.ga)
+    if condition == "full":
+        heads = []
+    elif p.get("heads_by") == "pattern" and not p.named:
+        head = pattern_head(ga, condition[3:], p.threshold)
+        heads = [head] if head else []
+    else:
+        heads = role_heads(ga, condition[3:], p.named)
     label, answers = " ".join(f"L{h[0]}H{h[1]}" for h in heads) or "none", []
     if condition != "full" and not heads:
-        log.info("no head of the scan's top ones is classified %s: nothing to remove", condition[3:])
+        log.info("no head of the scan's top ones is %s %s: nothing to remove",
+                 "by its pattern" if p.get("heads_by") == "pattern" else "classified", condition[3:])
         rows = pd.DataFrame([{**p.fields, "head": "none"}])
     else:
         # one probe set per (pairs, probe seed): the spread over seeds is the probe draw's
@@ -30,12 +39,14 @@ with job(snakemake) as log:
         extra = {name: lm_eval_task_config(path, name, tokenizer=model[1])
                  for name, path in zip(names, snakemake.input.probes)}
         interventions = [{"ablate_heads": heads}] if heads else []
-        rows = evaluation_rows(p.spec, list(extra), interventions, p.eval, None, p.fields, model=model,
+        # kv_pairs.n_examples: each probe set's first n prompts (independent draws: a sample of n)
+        settings = {**p.eval, "limit": p.n_examples} if p.get("n_examples") else p.eval
+        rows = evaluation_rows(p.spec, list(extra), interventions, settings, None, p.fields, model=model,
                                suite=TaskSuite(extra=extra), answers=answers)
         parts = rows.task.str.extract(r"^kv_n(\d+)_s(\d+)$").astype(int)
         rows["n_pairs"], rows["probe_seed"] = parts[0], parts[1]
         rows["head"] = label
-        rows["heads_from"] = "named" if p.named else "classified"
+        rows["heads_from"] = "named" if p.named else ("pattern" if p.get("heads_by") == "pattern" else "classified")
         log.info("removed %s", label)
     write_csv(rows, snakemake.output[0])
     write_answers(answers, snakemake.output.answers)

@@ -1,6 +1,7 @@
 """Remove the top-k heads of the scan's ranking together; evaluate (slide tables, ARC chat). Or,
 the random-k control (``draw`` wildcard ``-random<seed>``): k heads drawn with that seed among
-the same kinds.
+the same kinds. With ``kv_probes`` (topk_removal.kv_control), each removal is also scored on that
+KV probe: the positive control.
 
 With ``kinds`` (Zamba2's slide tables: attention) k counts, and ranks among, those heads only.
 In a batch, a model's removals are evaluated together, the layers below each one's lowest removed
@@ -24,7 +25,10 @@ def plan(snakemake, log):
         heads = top_heads(ranking, k, kinds=p.kinds)
     log.info("removing %d %s heads%s: %s", len(heads), "random" if draw else "top",
              f" ({'/'.join(p.kinds)} only)" if p.kinds else "", heads)
-    return Evaluation(p.spec, p.tasks, [{"ablate_heads": heads}], p.eval, p.micro_data,
+    kv = dict(p.get("kv_probes") or {})   # the positive control: the KV probe beside the tasks
+    return Evaluation(p.spec, p.tasks + list(kv), [{"ablate_heads": heads}],
+                      {**p.eval, "kv_probes": {name: snakemake.input.kv[0] for name in kv}} if kv else p.eval,
+                      p.micro_data,
                       {**p.fields, "head_kinds": "/".join(p.kinds) if p.kinds else "all",
                        "n_heads": int(len(ranking) if not p.kinds else ranking.kind.isin(p.kinds).sum()),
                        "heads": " ".join(f"L{h[0]}H{h[1]}" for h in heads) or "none"},

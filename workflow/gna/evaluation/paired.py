@@ -121,3 +121,12 @@ def pair(first: pd.DataFrame, second: pd.DataFrame, task: str, metric: str = "ac
         raise PairingError(f"{task} {metric}: per-question values are not all 0/1: not an accuracy to pair")
     return Paired(both=int(((x == 1) & (y == 1)).sum()), first_only=int(((x == 1) & (y == 0)).sum()),
                   second_only=int(((x == 0) & (y == 1)).sum()), neither=int(((x == 0) & (y == 0)).sum()))
+
+
+def pooled(first: pd.DataFrame, second: pd.DataFrame, tasks, metric: str = "acc", filter: str = "none") -> Paired:
+    """The counts of :func:`pair` summed over ``tasks``: several tasks' questions as one sample (each
+    question once; the mean of equal-sized tasks' accuracies is then the pooled accuracy)."""
+    counts = [pair(first, second, task, metric, filter) for task in tasks]
+    if not counts:
+        raise PairingError("no task to pair")
+    return Paired(*(sum(getattr(c, f) for c in counts) for f in ("both", "first_only", "second_only", "neither")))

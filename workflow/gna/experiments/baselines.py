@@ -45,6 +45,19 @@ def kv_task(n_pairs: int) -> str:
     return f"{KV_PREFIX}{n_pairs}"
 
 
+def suite_size(config: dict, own: dict) -> int | dict | None:
+    """The baselines' own samples of the suite's tasks (``own["size"]``, a number or one per task over
+    benchmarks.suite.size), or None where they share the study's samples (no ``size`` of their own)."""
+    size = (own or {}).get("size")
+    if size is None:
+        return None
+    if not isinstance(size, dict):
+        return size
+    study = config["benchmarks"]["suite"]["size"]
+    base = dict(study) if isinstance(study, dict) else {t: study for t in config["benchmarks"]["suite"]["tasks"]}
+    return {**base, **size}
+
+
 def sources(config: dict, own: dict, mmlu_task: str, n_pairs: int | None) -> dict[str, str]:
     """Task -> where its documents come from (``suite``, ``mmlu`` or ``kv``), in the table's order, for a
     study's validated ``config`` and its baselines' settings ``own`` (empty: none), with the KV probe
@@ -59,11 +72,13 @@ def sources(config: dict, own: dict, mmlu_task: str, n_pairs: int | None) -> dic
     return tasks
 
 
-def sizes_note(config: dict, task_sources: dict[str, str], n_pairs: int | None) -> str:
-    """The table's line on how each source was sampled."""
+def sizes_note(config: dict, task_sources: dict[str, str], n_pairs: int | None, own: dict | None = None) -> str:
+    """The table's line on how each source was sampled (``own``: the baselines' settings)."""
     suite, mmlu, kv = config["benchmarks"]["suite"], config["benchmarks"]["mmlu"], config["kv_probe"]
-    note = (f"Samples (seeded): benchmarks.suite.size = {suite['size'] or 'all'} (a task not named: all its documents), "
-            f"seed {suite['seed']}")
+    size, key = suite_size(config, own or {}), "experiments.baselines.size"
+    if size is None:
+        size, key = suite["size"], "benchmarks.suite.size"
+    note = f"Samples (seeded): {key} = {size or 'all'} (a task not named: all its documents), seed {suite['seed']}"
     if "mmlu" in task_sources.values():
         note += f"; MMLU: {mmlu['size'] or 'all'} questions stratified by subject, seed {mmlu['seed']}"
     if "kv" in task_sources.values():

@@ -86,3 +86,62 @@ def keeping_plan(roles: dict[str, list[list]], condition: str) -> tuple[list[dic
         specs.append(spec)
         kept[f"L{layer}"] = "/".join(map(str, sorted(set(heads)))) or "none"
     return [{"keep_heads": specs}], kept
+
+
+NO_CRITICAL_LAYER = "n/a: no critical layer"
+
+
+def mmlu_roles(scores: pd.DataFrame, layers: list[int], n: int, kind: str) -> dict[str, list[list]]:
+    """Table 1's MMLU-search heads: in each of ``layers`` (the critical ones, :func:`gna.experiments.
+    pruning.table1_layers`) the ``n`` heads whose removal alone costs MMLU most (:func:`mmlu_heads`).
+    Two layers: the first is Gather's, the second Aggregate's, as the paper's L16 / L17. One layer:
+    its heads are the only ones kept (under ``gather``; ``aggregate`` empty, no second role)."""
+    if not 1 <= len(layers) <= 2:
+        raise ValueError(f"Table 1 keeps heads in one or two critical layers, got {layers}")
+    roles = {"gather": [], "aggregate": []}
+    for role, layer in zip(("gather", "aggregate"), layers):
+        roles[role] = [[int(layer), h, kind] for h in mmlu_heads(scores, layer, n)]
+    return roles
+
+
+def scan_roles(ga: pd.DataFrame, depth: int) -> tuple[dict[str, list[list]] | None, str]:
+    """Table 1 on the KV scan's heads: its top Gather head and its top Aggregate-pattern head
+    (``ga``: the scan's classified ranking, ``results/scan/<model>.ga.csv``), each kept alone in its
+    layer of the minimal model (``depth`` layers). ``(roles, "")``, or ``(None, why)`` where a role has
+    no classified head or a head lies outside the minimal model."""
+    roles = {role: top_role_head(ga, role) for role in ("gather", "aggregate")}
+    missing = [role for role, head in roles.items() if head is None]
+    if missing:
+        return None, f"n/a: no head of the scan's classified top is {' or '.join(missing)}"
+    outside = [f"L{h[0]}H{h[1]}" for h in roles.values() if h[0] >= depth]
+    if outside:
+        return None, f"n/a: {', '.join(outside)} outside the minimal model (layers 0..{depth - 1})"
+    return {role: [head] for role, head in roles.items()}, ""
+
+
+def one_layer_skip(roles: dict[str, list[list]], condition: str) -> str:
+    """Why ``condition`` is not run: with one critical layer (no Aggregate heads) keeping 'gather only'
+    is keeping 'both', and 'aggregate only' is 'neither'; "" where it is run."""
+    if roles["aggregate"] or condition in ("both", "neither"):
+        return ""
+    return f"n/a: one critical layer (L{roles['gather'][0][0]}), its heads kept or not: 'both' and 'neither' only"
+
+
+def keeping_roles(source: str, condition: str, depth: int, *, layers: list[int] | None = None,
+                  scores: pd.DataFrame | None = None, per_layer: int = 1, kind: str | None = None,
+                  named: dict | None = None, ga: pd.DataFrame | None = None) -> tuple[dict | None, str]:
+    """Table 1's heads for one (source, condition) of the minimal model (``depth`` layers), and why
+    that condition is not run ("" where it is): ``named``, the config's heads; ``discovered``, the
+    MMLU search in the critical ``layers`` (:func:`mmlu_roles`, ``scores`` its per-head MMLU), n/a
+    where no layer is critical (never run on other layers); ``scan``, the KV scan's top Gather and
+    Aggregate-pattern heads (:func:`scan_roles`)."""
+    if source == "named":
+        return named_role_heads(named), ""
+    if source == "scan":
+        return scan_roles(ga, depth)
+    if source != "discovered":
+        raise ValueError(f"Table 1's head source {source!r} is not one of named, discovered, scan")
+    if not layers:
+        return None, NO_CRITICAL_LAYER
+    roles = mmlu_roles(scores, layers, per_layer, kind)
+    return roles, one_layer_skip(roles, condition)

@@ -2,10 +2,25 @@
 
 One concept at three layers, one module each: this one runs the pruning; :mod:`gna.report.pruning`
 draws its figures; :mod:`gna.report.findings.pruning` judges the paper's claims on them.
+
+The minimal depth and the critical layers are chosen on each question's answer (the jobs'
+``*.answers.csv``, :mod:`gna.evaluation.paired`), so that a choice does not turn on the noise of a
+sample: a depth is cut only where its drop is beyond the tolerance, a layer is critical only where its
+MMLU loss is beyond noise and its knowledge drop is shown to be small.
 """
 from __future__ import annotations
 
 import pandas as pd
+
+from ..errors import GnaError
+from ..evaluation.paired import Paired, pooled
+
+ALPHA = 0.05
+"""The level of the critical layers' McNemar test (Holm-corrected over the layers tested)."""
+
+
+class MissingAnswersError(GnaError, ValueError):
+    """A choice that rests on each question's answer, asked of results that kept none."""
 
 
 def metric_by(df: pd.DataFrame, key: str, tasks: list[str], metric: str = "acc") -> pd.Series:
@@ -14,47 +29,138 @@ def metric_by(df: pd.DataFrame, key: str, tasks: list[str], metric: str = "acc")
     return sel.groupby(key)["value"].mean().sort_index()
 
 
-def minimal_depth(gradual: pd.DataFrame, mmlu_tasks: list[str], tolerance: float, at_least: int = 2) -> int:
-    """Smallest depth L such that every depth >= L keeps MMLU within ``tolerance`` of the full
-    model's: the paper's "minimal model" (Llama-3.1-8B: layers 0..17, so L = 18). Never below
-    ``at_least`` (head keeping needs two critical layers in it) unless the model is shallower."""
+def _answered(table: pd.DataFrame | None, tasks, what: str) -> pd.DataFrame:
+    """``table`` where it answers every one of ``tasks``; else one line naming what is missing."""
+    have = set() if table is None or table.empty else set(table.task)
+    missing = [t for t in tasks if t not in have]
+    if missing:
+        raise MissingAnswersError(f"{what} has no per-question answers for {', '.join(missing)} (a result "
+                                  "written before evaluations kept them): rerun it; the paired test needs them")
+    return table
+
+
+def depth_table(gradual: pd.DataFrame, mmlu_tasks: list[str], tolerance: float,
+                answers: dict[int, pd.DataFrame] | None = None) -> pd.DataFrame:
+    """Fig. 2's depths against the full model (the deepest): one row per depth with its MMLU, the
+    drop from the full model's, and whether the depth *holds*.
+
+    With ``answers`` (depth -> that depth's answers, :mod:`gna.evaluation.items`), the drop carries its
+    paired 95% interval (Newcombe, over the MMLU tasks' questions pooled) and a depth holds unless
+    that interval lies wholly above ``tolerance``: a depth is given up only where the data exclude a
+    drop within the tolerance, not where one answer tips a point estimate over it. Without answers
+    (an older result) a depth holds where its point estimate is within ``tolerance`` (``test``
+    ``point``). Columns: depth, mmlu, drop, low, high, holds, test."""
     mmlu = metric_by(gradual, "depth", mmlu_tasks)
-    mmlu = mmlu[mmlu.index >= min(at_least, int(mmlu.index.max()))]
-    full = mmlu.iloc[-1]
-    ok = mmlu >= full - tolerance
-    depth = int(mmlu.index.max())
-    for d in sorted(mmlu.index, reverse=True):
-        if not ok[d]:
+    full = int(mmlu.index.max())
+    rows = []
+    for d in mmlu.index:
+        drop = float(mmlu[full] - mmlu[d])
+        if answers is None:
+            rows.append(dict(depth=int(d), mmlu=float(mmlu[d]), drop=drop, low=float("nan"), high=float("nan"),
+                             holds=bool(drop <= tolerance), test="point"))
+            continue
+        first = _answered(answers.get(full), mmlu_tasks, f"the full model (depth {full})")
+        second = _answered(answers.get(int(d)), mmlu_tasks, f"depth {int(d)}")
+        low, high = pooled(first, second, mmlu_tasks).interval()
+        rows.append(dict(depth=int(d), mmlu=float(mmlu[d]), drop=drop, low=low, high=high,
+                         holds=bool(low <= tolerance), test="paired"))
+    return pd.DataFrame(rows, columns=["depth", "mmlu", "drop", "low", "high", "holds", "test"])
+
+
+def minimal_depth(gradual: pd.DataFrame, mmlu_tasks: list[str], tolerance: float, at_least: int = 2,
+                  answers: dict[int, pd.DataFrame] | None = None) -> int:
+    """The paper's "minimal model" (Llama-3.1-8B: layers 0..17, so L = 18): the smallest depth L such
+    that every depth >= L holds by :func:`depth_table`: with ``answers``, no depth from L up has a
+    paired 95% interval of its MMLU drop from the full model lying wholly above ``tolerance``; without,
+    every point estimate within ``tolerance``. Never below ``at_least`` (a one-layer model has no layer
+    to remove beside the one that carries everything) unless the model is shallower."""
+    table = depth_table(gradual, mmlu_tasks, tolerance, answers).set_index("depth")
+    table = table[table.index >= min(at_least, int(table.index.max()))]
+    depth = int(table.index.max())
+    for d in sorted(table.index, reverse=True):
+        if not table.holds[d]:
             break
         depth = int(d)
     return depth
 
 
-def critical_table(individual: pd.DataFrame, mmlu_tasks: list[str], knowledge_tasks: list[str],
-                   base_mmlu: float, base_knowledge: float, chance: float = 0.25, collapse: float = 0.5,
-                   knowledge_tolerance: float = 0.05) -> pd.DataFrame:
-    """Fig. 3's verdict per removed layer of the minimal model.
+def fall_candidates(gradual: pd.DataFrame, mmlu_tasks: list[str]) -> dict:
+    """Where Fig. 2's MMLU falls most: the depth ``fall`` above the largest drop between consecutive
+    depths (cutting layer ``fall - 1`` costs most), and the candidate minimal depths around it
+    (``fall - 1``, ``fall``, ``fall + 1`` within the model), reported beside the chosen minimal depth."""
+    mmlu = metric_by(gradual, "depth", mmlu_tasks)
+    steps = mmlu.diff().dropna()   # steps[d] = mmlu[d] - mmlu[d - 1]: what keeping layer d - 1 adds
+    if steps.empty:
+        d = int(mmlu.index.max())
+        return {"fall": d, "fall_drop": 0.0, "candidates": [d]}
+    fall = int(steps.idxmax())
+    return {"fall": fall, "fall_drop": float(steps[fall]),
+            "candidates": [d for d in (fall - 1, fall, fall + 1) if d in mmlu.index]}
 
-    A layer is *critical* when removing it collapses MMLU, i.e. loses at least ``collapse`` of the
-    minimal model's accuracy above ``chance``, **while knowledge stays within**
-    ``knowledge_tolerance`` of the minimal model's (the notebook's wording: critical layers do
-    not carry knowledge; a layer whose removal breaks everything is not one).
-    Columns: layer, mmlu, knowledge, mmlu_lost (share of above-chance MMLU lost), collapsed,
-    knowledge_kept, critical."""
+
+def holm(p_values: dict, alpha: float = ALPHA) -> dict:
+    """Holm's step-down procedure: which of the ``p_values`` (key -> p) are rejected at family-wise
+    level ``alpha``: the k-th smallest against ``alpha / (m - k + 1)``, stopping at the first kept."""
+    out, m = {key: False for key in p_values}, len(p_values)
+    for k, (key, p) in enumerate(sorted(p_values.items(), key=lambda kv: (kv[1], str(kv[0])))):
+        if p > alpha / (m - k):
+            break
+        out[key] = True
+    return out
+
+
+CRITICAL_COLUMNS = ["layer", "mmlu", "knowledge", "mmlu_lost", "collapsed", "mmlu_lost_answers", "mmlu_gained_answers",
+                    "mmlu_p", "significant", "knowledge_drop", "knowledge_low", "knowledge_high", "knowledge_margin",
+                    "knowledge_kept", "test", "critical"]
+
+
+def critical_table(individual: pd.DataFrame, mmlu_tasks: list[str], knowledge_tasks: list[str],
+                   base_mmlu: float, base_knowledge: float, minimal_answers: pd.DataFrame | None,
+                   layer_answers: dict[int, pd.DataFrame | None], chance: float = 0.25, collapse: float = 0.5,
+                   knowledge_margin: float = 0.1, knowledge_chance: float | None = None,
+                   alpha: float = ALPHA) -> pd.DataFrame:
+    """Fig. 3's verdict per removed layer of the minimal model, tested on each question's answer.
+
+    A layer is *critical* when removing it (a) loses at least ``collapse`` of the minimal model's MMLU
+    above ``chance`` by point estimate, (b) that loss is beyond noise: the exact McNemar test of the
+    minimal model's answers against the layer's (MMLU tasks pooled) rejects at ``alpha``,
+    Holm-corrected over every layer tested, and (c) knowledge stays: the paired 95% interval of the
+    knowledge drop (the knowledge tasks' questions pooled) lies within +-margin, the margin being
+    ``knowledge_margin`` of the minimal model's knowledge above ``knowledge_chance`` (0 where unknown).
+    A layer whose removal breaks knowledge is not critical (the notebook: critical layers do not
+    carry knowledge), and neither is one whose knowledge interval is too wide to show it stays.
+
+    ``minimal_answers``: the minimal model's answers (its gradual-pruning depth); ``layer_answers``:
+    removed layer -> the answers without it. Refused, in one line, where any tested layer or the
+    minimal model kept none (no fallback to point estimates). Columns: ``CRITICAL_COLUMNS``
+    (``mmlu_lost``: the share of above-chance MMLU lost; ``mmlu_p``: McNemar's, before Holm;
+    ``test``: ``paired``)."""
     ok = individual[individual.applicable.astype(bool)]
     mmlu = metric_by(ok, "layer", mmlu_tasks)
     know = metric_by(ok, "layer", knowledge_tasks)
     above = base_mmlu - chance
-    rows = []
+    margin = knowledge_margin * (base_knowledge - (knowledge_chance or 0.0))
+    both = list(dict.fromkeys([*mmlu_tasks, *knowledge_tasks]))
+    base = _answered(minimal_answers, both, "the minimal model")
+    counts: dict[int, tuple[Paired, Paired]] = {}
     for layer in mmlu.index:
+        removed = _answered(layer_answers.get(int(layer)), both, f"the minimal model without layer {int(layer)}")
+        counts[int(layer)] = (pooled(base, removed, mmlu_tasks), pooled(base, removed, knowledge_tasks))
+    rejected = holm({layer: m.p_value for layer, (m, _) in counts.items()}, alpha)
+    rows = []
+    for layer, (m, k) in counts.items():
         lost = (base_mmlu - mmlu[layer]) / above if above > 0 else 0.0
-        collapsed = above > 0 and lost >= collapse
-        kept = bool(know.get(layer, float("nan")) >= base_knowledge - knowledge_tolerance)
-        rows.append({"layer": int(layer), "mmlu": float(mmlu[layer]), "knowledge": float(know.get(layer, float("nan"))),
-                     "mmlu_lost": float(lost), "collapsed": bool(collapsed), "knowledge_kept": kept,
-                     "critical": bool(collapsed and kept)})
-    return pd.DataFrame(rows, columns=["layer", "mmlu", "knowledge", "mmlu_lost", "collapsed", "knowledge_kept",
-                                       "critical"])
+        collapsed = bool(above > 0 and lost >= collapse)
+        significant = bool(rejected[layer] and m.difference > 0)
+        low, high = k.interval()
+        kept = bool(margin > 0 and -margin <= low and high <= margin)
+        rows.append({"layer": layer, "mmlu": float(mmlu[layer]), "knowledge": float(know.get(layer, float("nan"))),
+                     "mmlu_lost": float(lost), "collapsed": collapsed, "mmlu_lost_answers": m.first_only,
+                     "mmlu_gained_answers": m.second_only, "mmlu_p": m.p_value, "significant": significant,
+                     "knowledge_drop": k.difference, "knowledge_low": low, "knowledge_high": high,
+                     "knowledge_margin": margin, "knowledge_kept": kept, "test": "paired",
+                     "critical": collapsed and significant and kept})
+    return pd.DataFrame(rows, columns=CRITICAL_COLUMNS)
 
 
 def critical_layers(table: pd.DataFrame) -> list[int]:
@@ -62,8 +168,9 @@ def critical_layers(table: pd.DataFrame) -> list[int]:
     return sorted(int(r.layer) for r in table.itertuples() if r.critical)
 
 
-def critical_pair(table: pd.DataFrame) -> list[int]:
-    """Table 1's two layers (Gather, then Aggregate): the two critical layers whose removal costs
-    MMLU most, in layer order; [] when fewer than two layers are critical (no fallback)."""
+def table1_layers(table: pd.DataFrame) -> list[int]:
+    """Table 1's layers, in layer order: the two critical layers whose removal costs MMLU most
+    (Gather, then Aggregate), or the one where only one is critical (its heads kept alone);
+    [] where none is (no fallback to other layers: Table 1's MMLU search is then n/a)."""
     crit = table[table.critical].sort_values(["mmlu_lost", "layer"], ascending=[False, True])
-    return sorted(int(x) for x in crit.layer.head(2)) if len(crit) >= 2 else []
+    return sorted(int(x) for x in crit.layer.head(2))

@@ -110,6 +110,11 @@ class Registry:
     def on_demand(self, enabled) -> list[str]:
         return [t for e in self.running(enabled) for t in e.on_demand()]
 
+    def on_demand_rules(self, enabled) -> list[str]:
+        """The rules the plan sizes for on-demand experiments only (none of their jobs is in ``all``):
+        a study's budget is what ``all`` costs, these apart."""
+        return [r for e in self.running(enabled) if e.on_demand() and not e.targets() for r in e.plan]
+
     def batched(self) -> dict[str, Callable]:
         return {rule: key for e in self._each() for rule, key in e.batched.items()}
 
@@ -138,7 +143,8 @@ class Registry:
         if path:
             with open(path, "w") as f:
                 json.dump({"estimators": self.estimators(), "sections": self.sections(),
-                           "on_demand": self.on_demand(enabled), "shared_batches": self.shared_batches}, f,
+                           "on_demand": self.on_demand(enabled), "on_demand_rules": self.on_demand_rules(enabled),
+                           "shared_batches": self.shared_batches}, f,
                           sort_keys=True)
 
 

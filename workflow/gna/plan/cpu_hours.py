@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from ..errors import ConfigError
 from .cpu_rates import CPU_EFFICIENCY, CALIBRATED_ON, LABELS, MEASURED, calibration_note, kind_of
 from .estimate import Hardware
 from .jobs import Dag, Study, estimate_job, gpu_rules
@@ -45,7 +46,8 @@ def cpu_hours(config: dict, jobs: Dag, hw: Hardware | None = None, results: str 
             on_cpu[kind] = Study(config, cpu_hardware(hw, config.get("dtype"), kind), results)
         key = (wc.get("model") or wc.get("teacher") or "(all)", rule)
         row = by.setdefault(key, {"model": key[0], "rule": rule, "jobs": 0, "cpu_h": 0.0, "gpu_h": 0.0,
-                                  "kind": kind, "rate": calibration_note(kind)})
+                                  "kind": kind, "rate": calibration_note(kind),
+                                  "on_demand": rule in getattr(jobs, "on_demand_rules", ())})
         row["jobs"] += 1
         row["cpu_h"] += estimate_job(on_cpu[kind], rule, wc, True, jobs.estimators).hours
         row["gpu_h"] += estimate_job(on_gpu, rule, wc, True, jobs.estimators).hours
@@ -82,3 +84,37 @@ def cpu_hour_lines(rows: list[dict], hw: Hardware | None = None, cores: int = 2,
         lines.append(f"| **{model}** | | {sum(r['jobs'] for r in mine)} | **{sum(r['cpu_h'] for r in mine):,.2f}** | "
                      f"**{sum(r['gpu_h'] for r in mine):,.3f}** | |")
     return lines
+
+
+def study_rows(rows: list[dict]) -> list[dict]:
+    """The rows of the study itself (``all``): an on-demand experiment's (the baselines) are sized beside
+    it but are not what the budget holds."""
+    return [r for r in rows if not r.get("on_demand")]
+
+
+def budget_lines(rows: list[dict], budget: float | None, cores: int = 2) -> list[str]:
+    """The plan's statement of the study's CPU core-hours against its budget (``budget.cpu_core_hours``;
+    None: no budget stated), the on-demand targets' hours apart."""
+    total = sum(r["cpu_h"] for r in study_rows(rows))
+    apart = sum(r["cpu_h"] for r in rows) - total
+    extra = (f" On-demand targets (not in `all`, not in the budget): {apart:,.1f} CPU core-hours more."
+             if apart > 0 else "")
+    if budget is None:
+        return ["", f"**Budget**: none stated (`budget.cpu_core_hours`); the study takes {total:,.1f} "
+                    f"CPU core-hours.{extra}"]
+    return ["", f"**Budget**: {total:,.1f} of {budget:g} CPU core-hours (`budget.cpu_core_hours`, "
+                f"{budget / cores:g} h of wall time on {cores} cores), {budget - total:,.1f} left.{extra}"]
+
+
+def check_budget(rows: list[dict], budget: float | None) -> None:
+    """Refuse a study over its stated CPU budget, naming its costliest experiments: a preset states what
+    it costs, and a run planned past it would stop unfinished (or overrun the machine it was sized for)
+    with nothing to show which sizes to cut. On-demand targets' rows are not the study's: left out."""
+    rows = study_rows(rows)
+    total = sum(r["cpu_h"] for r in rows)
+    if budget is None or total <= budget:
+        return
+    top = sorted(rows, key=lambda r: -r["cpu_h"])[:4]
+    raise ConfigError(f"budget.cpu_core_hours = {budget:g}, but the study takes {total:,.1f} CPU core-hours; "
+                      "its costliest: " + ", ".join(f"{r['model']} {r['rule']} {r['cpu_h']:,.1f} h" for r in top)
+                      + " (smaller samples, fewer conditions, or a larger budget)")

@@ -14,13 +14,17 @@ MEASURED = "benchmarks/results/real_study_job_times.csv"
 """The measurement (repository-relative): the real-model study's job time per experiment, bf16, one
 torch thread per job, on the 2-core development machine."""
 MEASURED_STUDY = "real"
-"""The study (its config's ``study``) that ``MEASURED`` timed: its plan shows itself beside it."""
+"""The study (its config's ``study``) that ``MEASURED`` timed."""
+MEASURED_CONFIG = "benchmarks/results/real_study_job_times.config.yaml"
+"""The config ``MEASURED`` timed (repository-relative): the rates are fitted on its jobs, and a plan of
+that config shows itself beside the measurement (a later preset of the same study sizes its jobs
+otherwise, so its hours would not compare)."""
 
 # estimator (gna.experiments.registry's Estimator function) -> the kind of work its jobs do
 KIND_OF_ESTIMATOR = {
     **{f"gna.plan.job_estimates:{f}": "lm-eval" for f in (
         "evaluation", "critical_heads", "masked_mixers", "masked_positions", "swapped_layer", "mmlu_sample",
-        "distilled_student", "baseline_task")},   # baseline_task's KV probe runs through lm-eval too
+        "distilled_student", "baseline_task", "evaluation_and_probe")},   # a KV control is a small part   # baseline_task's KV probe runs through lm-eval too
     "gna.plan.job_estimates:probe_pairs": "kv probe",
     # the scan and the open questions' repeated forwards: ablated rows through the layers after the head
     "gna.plan.job_estimates:head_scan": "head ablations",

@@ -181,15 +181,17 @@ def kv_cache_bytes(info: ModelInfo, rows: int, tokens: int) -> float:
 def eval_tasks(hw: Hardware, info: ModelInfo, tasks, eval_cfg: dict, layers: float | None = None,
                repeats: int = 1) -> tuple[float, float]:
     """(seconds, peak bytes) of lm-eval ``tasks`` on the model (``layers`` kept), ``repeats`` times;
-    ``eval_cfg``: the study's validated ``eval`` settings (every key, the schema's defaults filled in)."""
+    ``eval_cfg``: the study's validated ``eval`` settings (every key, the schema's defaults filled in), and
+    ``task_limits``: the documents a local task holds, by task (its sample)."""
     B = int(eval_cfg["batch_size"])
     max_len = eval_cfg["max_length"]   # None: the model's own limit, which no task here reaches
-    limit = eval_cfg["limit"]
+    limit, local = eval_cfg["limit"], eval_cfg.get("task_limits") or {}
     r = rate(hw, info)
     secs, peak = 0.0, 0.0
     L = info.n_layers if layers is None else layers
     for task in tasks:
-        t = task_size(task, limit)
+        # a local task holds its sample (gna.plan.jobs.local_task_docs); eval.limit cuts any task further
+        t = task_size(task, min((n for n in (limit, local.get(task)) if n), default=None))
         secs += hw.task_setup_s
         longest = t["max_tokens"] if max_len is None else min(t["max_tokens"], int(max_len))
         if t["output"] == "loglikelihood" and eval_cfg.get("shared_prefix") and info.family == "attention":

@@ -4,7 +4,9 @@ options; each takes the study (``gna.plan.jobs.Study``) and the job's wildcards,
 file names its experiment, that experiment's settings as ``exp``."""
 from __future__ import annotations
 
-from ..evaluation import local_mmlu, local_suite
+import math
+
+from ..evaluation import local_mmlu
 from ..hybrid.study.stage_ranks import stage_world
 from ..hybrid.study.variants import parse_variant
 from . import estimate as E
@@ -41,6 +43,19 @@ def evaluation(s, wc: dict, roles, layers=None, repeats: int = 1) -> Estimate:
     return _eval_job(s, info, tasks, layers=depth, repeats=repeats)
 
 
+def evaluation_and_probe(s, wc: dict, exp: dict, roles, probe_for: str) -> Estimate:
+    """:func:`evaluation` of the tasks of ``roles`` (or, a mapping, of ``roles[wildcards experiment]``), and
+    where the experiment scores its KV control (``exp["kv_control"]``; a rule that runs several experiments:
+    for the jobs of ``probe_for``), the KV probe at the scan's n_pairs beside them."""
+    e = evaluation(s, wc, roles)
+    if exp.get("kv_control") and wc.get("experiment", probe_for) == probe_for:
+        info = s.info(wc["model"])
+        secs, _ = E.probe_scoring(s.hw, info, int(s.config["kv_probe"]["n_examples"]), [int(s.config["scan"]["n_pairs"])],
+                                  int(s.eval["batch_size"]))
+        e.hours += secs / 3600
+    return e
+
+
 def critical_heads(s, wc: dict, roles) -> Estimate:
     """Every head of the two critical layers ablated alone in the minimal model, the tasks of ``roles`` each."""
     info = s.info(wc["model"])
@@ -68,7 +83,8 @@ def probe_pairs(s, wc: dict, exp: dict) -> Estimate:
     info = s.info(wc["model"])
     seeds = exp["probe_seeds"]
     pairs = list(exp["pairs"]) * (3 if seeds is None else max(1, len(seeds)))
-    secs, peak = E.probe_scoring(s.hw, info, int(s.config["kv_probe"]["n_examples"]), pairs, int(s.eval["batch_size"]))
+    n = min(int(s.config["kv_probe"]["n_examples"]), exp.get("n_examples") or math.inf)   # its first n prompts
+    secs, peak = E.probe_scoring(s.hw, info, int(n), pairs, int(s.eval["batch_size"]))
     return E.loaded(s.hw, info, secs, peak)
 
 
@@ -109,19 +125,14 @@ def mmlu_sample(s, wc: dict) -> Estimate:
 def baseline_task(s, wc: dict) -> Estimate:
     """One unmodified model on one task (rule baseline): a KV probe (``kv_n<pairs>``) of kv_probe.n_examples
     prompts, a local MMLU format over its sample (benchmarks.mmlu.size), or a local suite task over its
-    sample (benchmarks.suite.size, one number or that task's entry)."""
+    sample (experiments.baselines.size where set, else benchmarks.suite.size: one number or that task's
+    entry)."""
     info, task = s.info(wc["model"]), wc["task"]
     if task.startswith("kv_n"):
         secs, peak = E.probe_scoring(s.hw, info, int(s.config["kv_probe"]["n_examples"]), [int(task[4:])],
                                      int(s.eval["batch_size"]))
         return E.loaded(s.hw, info, secs, peak)
-    bench = s.config["benchmarks"]
-    if task in local_mmlu.TASKS:
-        limit = bench["mmlu"]["size"]
-    else:
-        size = bench["suite"]["size"]
-        limit = size.get(task.removesuffix(local_suite.SUFFIX)) if isinstance(size, dict) else size
-    secs, peak = E.eval_tasks(s.hw, info, [task], {**s.eval, "limit": limit})
+    secs, peak = E.eval_tasks(s.hw, info, [task], s.baseline_eval)   # its sample: the baselines' task limits
     return E.loaded(s.hw, info, secs, peak)
 
 

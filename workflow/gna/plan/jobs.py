@@ -15,9 +15,10 @@ from pathlib import Path
 import yaml
 
 from ..config.architectures import config_of
-from ..evaluation import local_mmlu
+from ..evaluation import local_bbh, local_mmlu, local_suite
 from ..hybrid.study.settings import distillation_settings
 from ..hybrid.study.stage_ranks import stage_world
+from ..experiments.baselines import suite_size
 from ..experiments.registry import REGISTRY_OUT, resolve
 from . import estimate as E
 from . import job_estimates
@@ -39,9 +40,12 @@ class Dag(list):
     (gna.experiments.registry): ``estimators`` (rule -> an Estimator as a dict) for the plan, and
     ``sections`` (Sections as dicts, in order) for the findings."""
 
-    def __init__(self, jobs, estimators: dict, sections: list | None = None, on_demand: list | None = None):
+    def __init__(self, jobs, estimators: dict, sections: list | None = None, on_demand: list | None = None,
+                 on_demand_rules: list | None = None):
         super().__init__(jobs)
         self.estimators, self.sections, self.on_demand = estimators, sections or [], on_demand or []
+        self.on_demand_rules = on_demand_rules or []
+        """Rules of on-demand experiments (the baselines): sized, but outside the study's budget."""
 
 
 def dag_jobs(config: dict, snakefile: str | Path = ROOT / "Snakefile", workdir: str | Path | None = None,
@@ -73,7 +77,8 @@ def _dag_jobs(config: dict, snakefile, workdir, targets: list[str]) -> Dag:
     shared = registry.get("shared_batches", {})
     jobs = [job for rule, wc in parse_dry_run(out.stdout + out.stderr)
             for job in ([(shared[rule][0], dict(c)) for c in shared[rule][1]] if rule in shared else [(rule, wc)])]
-    return Dag(jobs, registry["estimators"], registry["sections"], registry.get("on_demand"))
+    return Dag(jobs, registry["estimators"], registry["sections"], registry.get("on_demand"),
+               registry.get("on_demand_rules"))
 
 
 def parse_dry_run(text: str) -> list[tuple[str, dict]]:
@@ -123,6 +128,25 @@ def _model_cfg(config: dict, name: str) -> dict:
                     "config.json, and no data/architectures/<key>/config.json ships for that Hugging Face id")
 
 
+def local_task_docs(config: dict) -> dict[str, int]:
+    """Documents each local task holds, by task: the local MMLU tasks their sample (benchmarks.mmlu.size,
+    not the 14,042 questions), a task built from the pinned files (``<task>_local``) its sample of
+    benchmarks.suite.size (BBH's group: that many per subtask); a task whose size is all is left out
+    (its lm-eval size holds)."""
+    bench = config.get("benchmarks", {})
+    out = {}
+    mmlu = bench.get("mmlu", {}).get("size")
+    if mmlu:
+        out.update({t: int(mmlu) for t in local_mmlu.TASKS})
+    size = bench.get("suite", {}).get("size")
+    for task in local_suite.KNOWLEDGE + local_suite.RETRIEVAL + (local_suite.BBH,):
+        n = size.get(task) if isinstance(size, dict) else size
+        if n:
+            name = local_bbh.GROUP if task == local_suite.BBH else task + local_suite.SUFFIX
+            out[name] = int(n) * (len(local_bbh.SUBTASKS) if task == local_suite.BBH else 1)
+    return out
+
+
 class Study:
     """The study's config, validated (the schema's defaults filled in: gna.config.schema.with_defaults),
     and the hardware it is planned for. ``results``: the study's results folder, where what earlier jobs
@@ -132,11 +156,13 @@ class Study:
         self.config, self.hw, self.results = config, hw, Path(results)
         self._info: dict = {}
         self.exps = config["experiments"]
-        self.eval = {**config["eval"]}
-        local = config.get("benchmarks", {}).get("mmlu", {}).get("size")
-        if local and set(local_mmlu.TASKS) & set(self.tasks("mmlu", "knowledge")):
-            # the local MMLU tasks hold the sample (benchmarks.mmlu.size), not the 14,042 questions
-            self.eval["limit"] = min(local, self.eval.get("limit") or local)
+        self.eval = {**config["eval"], "task_limits": local_task_docs(config)}
+        # the baselines' jobs read their own samples where they have them (experiments.baselines.size)
+        own = suite_size(config, self.exps.get("baselines") or {})
+        bench = config.get("benchmarks", {})
+        self.baseline_eval = self.eval if own is None else {**self.eval, "task_limits": {
+            **self.eval["task_limits"],
+            **local_task_docs({**config, "benchmarks": {**bench, "suite": {**bench.get("suite", {}), "size": own}}})}}
 
     def info(self, name: str) -> E.ModelInfo:
         if name not in self._info:

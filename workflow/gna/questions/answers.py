@@ -1,7 +1,8 @@
 """The open questions' verdicts in figures/findings.md, read off their tables in figures/.
 
 Verdict words as every findings check: ``holds``, ``partly``, ``does not hold``, ``n/a``, and
-``not resolved`` where the interval a verdict rests on straddles its threshold or null. Every row
+``not resolved`` where the interval a verdict rests on straddles its threshold or null (the rule of
+:mod:`gna.report.verdict`; the open questions are ours, so no paper effect enters). Every row
 names its n (prompts, and probe seeds where pooled) and the interval or test it rests on
 (:mod:`gna.questions.null`).
 """
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from ..report.verdict import Part
 
 
 def _read(fig: Path, name: str) -> pd.DataFrame | None:
@@ -33,12 +36,9 @@ def _iv(est, low, high, digits=2) -> str:
 
 
 def _against(low: float, high: float, line: float, below_holds: bool = True) -> str:
-    """The verdict of an interval against a threshold: beyond it on the claim's side, straddling, or not."""
-    if (high <= line) if below_holds else (low >= line):
-        return "holds"
-    if (low > line) if below_holds else (high < line):
-        return "does not hold"
-    return "not resolved"
+    """The verdict of an interval against a threshold, by the findings' one rule
+    (:mod:`gna.report.verdict`; an open question has no paper effect: the line alone decides)."""
+    return Part("interval", (low + high) / 2, low, high, line, above=not below_holds).verdict
 
 
 def minimal_set(fig: Path) -> list[dict]:

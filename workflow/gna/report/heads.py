@@ -201,11 +201,18 @@ def topk_figure(table: pd.DataFrame):
 
 def make_head_keeping(models, paths, roles, csv, md):
     tables = {m: pd.concat([pd.read_csv(p) for p in ps], ignore_index=True) for m, ps in zip(models, paths)}
-    write_table(head_keeping_table(tables, roles), csv, md, title="Head keeping in the critical layers (Table 1)",
+    table = head_keeping_table(tables, roles)
+    # the variants a study ran, said where they are there (a table without them reads as before)
+    extra = ((" `scan`: the KV scan's top Gather head and top Aggregate-pattern head, each kept alone in its "
+              "layer, whether or not a layer is critical." if (table.source == "scan").any() else "")
+             + (" With one critical layer its heads stand under `gather` and only `both` and `neither` run; "
+                "with none, the MMLU search is n/a (not run on other layers)."
+                if "note" in table and table.note.astype(str).str.contains("critical layer").any() else ""))
+    write_table(table, csv, md, title="Head keeping in the critical layers (Table 1)",
                 note="Minimal model; in the G&A layers keep only the Gather and/or Aggregate heads, or none; "
                      "every other layer untouched. `named`: the config's heads (the paper's); `discovered`: in "
-                     "each of the two critical layers, the head whose removal alone costs MMLU most. "
-                     "`paper_*`: Llama-3.1-8B, L16 keeps H22 / L17 keeps H24 (percent).")
+                     "each of the two critical layers, the head whose removal alone costs MMLU most."
+                     + extra + " `paper_*`: Llama-3.1-8B, L16 keeps H22 / L17 keeps H24 (percent).")
 
 
 def make_kv_pairs(models, paths, png, pdf, csv, md):
@@ -240,4 +247,7 @@ def make_topk(models, paths, roles, paper_keys, file, title, png, pdf, csv, md):
                        "above 6% (few heads of the kind, e.g. a hybrid's 8 attention heads: 12.5%), k = 1 is the "
                        "closest possible."
                      + " `paper_*` and `diff_*` where the model is the paper's; at micro scale compare shapes, not "
-                       "values.")
+                       "values."
+                     + (" `kv`: the positive control, each removal's KV-retrieval accuracy on the probe at the scan's "
+                        "pairs, other prompts than the ranking's (topk_removal.kv_control): removing the top KV heads "
+                        "should cost it more than removing random ones." if "kv" in table else ""))

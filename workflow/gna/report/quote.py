@@ -49,7 +49,7 @@ def rows(findings_md: str, prefix: str = OPEN_QUESTIONS.prefix) -> list[tuple[st
         if line.startswith("## "):
             claim = line[3:].strip()
         elif claim.startswith(prefix) and (m := VERDICT.match(line)):
-            out.append((claim[len(prefix):], m["model"], m["verdict"], line[m.end():].strip()))
+            out.append((claim[len(prefix):], m["model"], m["verdict"] + (m["note"] or ""), line[m.end():].strip()))
     return out
 
 

@@ -43,7 +43,7 @@ TRAINED_ACCURACY = Tolerance(abs=3.0)
 """Percent columns of trained models: 3 points (6 prompts of 200; observed on another machine: 0.5)."""
 TRAINED_PPL = Tolerance(rel=0.10)
 """Perplexity columns (``*ppl*``) of trained models: 10% (observed on another machine: 1.2%)."""
-VERDICT = re.compile(r"^- \*\*(?P<model>.+?)\*\*: (?P<verdict>holds|does not hold|partly|not resolved|n/a)\.", re.M)
+VERDICT = re.compile(r"^- \*\*(?P<model>.+?)\*\*: (?P<verdict>holds|does not hold|partly|not resolved|n/a)(?P<note> \(underpowered[^)]*\))?\.", re.M)
 
 
 def tolerance_of(table: str, column: str) -> Tolerance:

@@ -11,7 +11,11 @@ Settings (``make``'s ``settings``; the findings rule passes the config's): ``mml
 ``tolerance`` (layer_pruning: MMLU kept within it), ``collapse`` (share of the above-chance MMLU
 lost for a collapse), ``knowledge_tolerance`` (knowledge kept within it), ``knowledge_chance``
 (where set: knowledge near it in the minimal model makes "knowledge stays" no result), accuracies
-in 0-1.
+in 0-1; the questions behind them, ``mmlu_n`` (one sample size for every task) or ``task_n``
+({role: n}, the micro study's, counted from its task files), and ``kv_n`` (a KV probe set's
+prompts). With them, every verdict is judged on its intervals by the one rule of
+:mod:`gna.report.verdict`, against the paper's own effects (:mod:`.paper`, one table with sources),
+and says so where its n is under what 80% power needs.
 """
 from __future__ import annotations
 

@@ -8,12 +8,15 @@ draws it, this module judges it.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
 
 from ..common import chance_of, near_chance
-from .sampled import PAPER_LLAMA_8B, acc, drop, read_answers, resolved
+from ..verdict import HOLDS, PARTLY, REFUTED, UNRESOLVED, claim_verdict, evidence
+from .paper import effect
+from .sampled import PAPER_LLAMA_8B, acc, drop, n_of, part, read_answers
 from .verdicts import judge, knowledge_untestable, read_table, with_settings
 
 
@@ -41,9 +44,13 @@ def gradual(fig: Path, settings: dict | None = None, answers: str | None = None,
     """Fig. 2's shape: MMLU within ``tolerance`` of the full model's at every depth from the full one
     down to the minimal depth (which must cut at least one layer), and at the first depth below it a
     collapse (at least ``collapse`` of the full model's above-chance MMLU lost). 'holds' needs both.
-    On a sample (``mmlu_n``) the collapse must be beyond noise too, paired where the jobs kept their
-    answers: ``answers``, a depth's answers (a template of ``model`` and ``depth``), and ``tasks``,
-    ``{"mmlu": [...], "knowledge": [...]}``, the tasks of the table's columns."""
+    Where the questions' number is known (``task_n`` or ``mmlu_n``: :func:`.sampled.n_of`) the two
+    are parts judged by :mod:`gna.report.verdict` on their intervals: MMLU's drop to the lowest held
+    depth (to one layer fewer where none can be cut) within ``tolerance`` against the paper's none,
+    and its drop below the minimal depth beyond ``collapse`` of the above-chance MMLU against the
+    paper's fall to chance; paired where the jobs kept their answers: ``answers``, a depth's answers
+    (a template of ``model`` and ``depth``), and ``tasks``, ``{"mmlu": [...], "knowledge": [...]}``,
+    the tasks of the table's columns. Without it, the thresholds on the point estimates."""
     st = with_settings(settings)
     t = read_table(fig, "layer_pruning.csv")
     if t is None:
@@ -73,37 +80,71 @@ def gradual(fig: Path, settings: dict | None = None, answers: str | None = None,
                     f"under {st['collapse']:.0%}"])
         holds_part = within and cut
         first = g.iloc[0]
-        n = st.get("mmlu_n")
+        n, n_kn = n_of(st, "mmlu"), n_of(st, "knowledge")
         verdict = judge(holds_part and collapsed, holds_part or collapsed)
-        sampled = ""
-        if n and not below.empty:   # the collapse beyond noise, or not resolved
+        sampled, tested = "", ""
+        if n and not below.empty:   # each part against its line and the paper's effect, with its interval
+            mmlu_tasks = (tasks or {}).get("mmlu", ())
+            full_answers = read_answers(answers, model=model, depth=int(full.depth))
+            # the lowest accuracy of a cut depth that is held (the shallowest among equals); one layer
+            # fewer where none is cut
+            cut_kept = kept[kept.depth < full.depth]
+            held_at = (cut_kept.assign(key=cut_kept.mmlu.round(9)).sort_values(["key", "depth"]).iloc[0] if cut
+                       else below.iloc[0])
+            parts = [part(f"MMLU drop to {int(held_at.depth)} layers (held)", full.mmlu, held_at.mmlu, n,
+                          tol, effect("fig2_held").scaled(full.mmlu, chance), above=False,
+                          answers=(full_answers, read_answers(answers, model=model, depth=int(held_at.depth)),
+                                   mmlu_tasks)),
+                     part(f"MMLU drop to {minimal - 1} layers (collapse)", full.mmlu, below.mmlu.iloc[0], n,
+                          st["collapse"] * (full.mmlu - chance), effect("fig2_collapse").scaled(full.mmlu, chance),
+                          answers=(full_answers, read_answers(answers, model=model, depth=minimal - 1), mmlu_tasks))]
+            verdict = claim_verdict(parts)
             fall = drop(full.mmlu, below.mmlu.iloc[0], n,
-                        (read_answers(answers, model=model, depth=int(full.depth)),
-                         read_answers(answers, model=model, depth=minimal - 1), (tasks or {}).get("mmlu", ())))
-            verdict = resolved(verdict, fall.beyond)
+                        (full_answers, read_answers(answers, model=model, depth=minimal - 1), mmlu_tasks))
             sampled = f"; MMLU {fall.text} from the full model to {minimal - 1} layers"
+            tested = f"; {evidence(parts)}"
         rows.append(dict(claim=claim, model=model, verdict=verdict,
                          evidence=f"MMLU {acc(full.mmlu, n)} at {int(full.depth)} layers, at least "
                                   f"{acc(kept.mmlu.min(), n)} down to the minimal depth {minimal}"
                                   + (f"; {acc(below.mmlu.iloc[0], n)} at {minimal - 1} ({lost:.0%} of the above-chance "
                                      f"MMLU lost)" if not below.empty else "")
                                   + (f"; {acc(first.mmlu, n)} at {int(first.depth)}" if first.depth < minimal - 1 else "")
-                                  + f"; knowledge {acc(full.knowledge, n)} -> "
-                                    f"{acc(first.knowledge, n)}" + sampled
-                                  + (f" (failed: {'; '.join(failed)})" if failed else "")
+                                  + f"; knowledge {acc(full.knowledge, n_kn)} -> "
+                                    f"{acc(first.knowledge, n_kn)}" + sampled
+                                  + (f" (failed: {'; '.join(failed)})" if failed else "") + tested
                                   + (f". {PAPER_LLAMA_8B['gradual']}" if st.get("paper_beside") else "")))
     return rows
 
 
+def _tested(template: str | None, model: str) -> dict | None:
+    """The critical-layers json of ``model`` (rule critical_layers: the paired test's verdicts), or None
+    without a template or where this run has none (an older run: the table's point estimates)."""
+    path = Path(template.format(model=model)) if template else None
+    return json.loads(path.read_text()) if path is not None and path.is_file() else None
+
+
+def _margin(tested: dict) -> float:
+    """The knowledge margin (accuracy) the critical-layers json tested against."""
+    return float(tested["layers"][0]["knowledge_margin"]) if tested["layers"] else float("nan")
+
+
 def individual(fig: Path, settings: dict | None = None, answers: str | None = None,
-               removed_answers: str | None = None, tasks: dict | None = None) -> list[dict]:
+               removed_answers: str | None = None, tasks: dict | None = None,
+               critical_json: str | None = None) -> list[dict]:
     """Fig. 3 holds where some layer is critical: its removal loses at least ``collapse`` of the
-    minimal model's MMLU above chance while knowledge stays within ``knowledge_tolerance``
-    (:func:`gna.experiments.pruning.critical_table`'s rule and defaults); at most 'partly' where the
-    minimal model's knowledge is near ``knowledge_chance`` (its staying cannot fail). On a sample
-    (``mmlu_n``) the MMLU drop must be beyond noise and its interval above the knowledge drop's,
-    paired where the jobs kept their answers: the minimal model's (``answers``, as for
-    :func:`gradual`) against the layer's (``removed_answers``, a template of ``model`` and ``layer``)."""
+    minimal model's MMLU above chance while knowledge stays. The layers shown (and judged) are the
+    critical ones, else the collapsed ones, else the one with the lowest MMLU: by the critical-layers json
+    where the run has one (``critical_json``, a template of ``model``: :func:`gna.experiments.pruning.critical_table`'s
+    test, McNemar with Holm over the layers and the knowledge interval within its margin, the layers
+    Table 1 keeps heads in), else by the table's point estimates within ``knowledge_tolerance``.
+    Where the questions' number is known (:func:`.sampled.n_of`: ``task_n`` or ``mmlu_n``) each shown
+    layer has two parts judged by :mod:`gna.report.verdict`: MMLU's drop beyond ``collapse`` of the
+    above-chance MMLU against the paper's fall to chance, and knowledge's drop within the margin (the
+    json's, else ``knowledge_tolerance``) against the paper's none; paired where the jobs kept their
+    answers: the minimal model's (``answers``, as for :func:`gradual`) against the layer's
+    (``removed_answers``, a template of ``model`` and ``layer``), ``tasks`` the columns' tasks. Without
+    it, the thresholds on the point estimates. At most 'partly' where the minimal model's knowledge is
+    near ``knowledge_chance`` (its staying cannot fail)."""
     st = with_settings(settings)
     chance, collapse, knowledge_tolerance = chance_of("mmlu", st["mmlu_chance"]), st["collapse"], st["knowledge_tolerance"]
     t = read_table(fig, "layer_pruning.csv")
@@ -121,48 +162,84 @@ def individual(fig: Path, settings: dict | None = None, answers: str | None = No
             continue
         lost = (base.mmlu - sub.mmlu) / (base.mmlu - chance)
         collapsed = sub[lost >= collapse]
-        critical = collapsed[collapsed.knowledge >= base.knowledge - knowledge_tolerance]
+        tested = _tested(critical_json, model)
+        if tested is None:
+            critical = collapsed[collapsed.knowledge >= base.knowledge - knowledge_tolerance]
+        else:   # the paired test's verdicts, the ones Table 1 keeps heads by
+            named = {flag: {f"L{r['layer']}" for r in tested["layers"] if r[flag]} for flag in ("collapsed", "critical")}
+            collapsed, critical = sub[sub.layers.isin(named["collapsed"])], sub[sub.layers.isin(named["critical"])]
         if not critical.empty:
             verdict = "holds"
             shown = critical
         else:
             verdict = "partly" if not collapsed.empty else "does not hold"
             shown = collapsed if not collapsed.empty else sub.loc[[sub.mmlu.idxmin()]]
-        n = st.get("mmlu_n")
-        drops = {}
-        if n:
+        n, n_kn = n_of(st, "mmlu"), n_of(st, "knowledge")
+        drops, tested_parts = {}, {}
+        if n and n_kn:   # each shown layer's two parts on their intervals, paired where the jobs kept answers
             minimal_answers = read_answers(answers, model=model, depth=int(base.depth))
+            margin = _margin(tested) if tested is not None and tested["layers"] else knowledge_tolerance
+            kn = effect("fig3_knowledge")
+            kn_chance = st.get("knowledge_chance")
+            kn_chance = kn.chance / 100 if kn_chance is None else kn_chance
             for r in shown.itertuples():   # the critical layers where there are any
                 removed = read_answers(removed_answers, model=model, layer=int(str(r.layers).removeprefix("L")))
-                drops[r.layers] = {role: drop(getattr(base, role), getattr(r, role), n,
-                                              (minimal_answers, removed, (tasks or {}).get(role, ())))
-                                   for role in ("mmlu", "knowledge")}
-        if n and not critical.empty:
-            # a critical layer: MMLU's drop beyond noise and its interval above the knowledge drop's
-            verdict = resolved(verdict, any(d["mmlu"].beyond and d["mmlu"].low > max(0.0, d["knowledge"].high)
-                                            for d in (drops[r.layers] for r in critical.itertuples())))
+                pairs = {role: (minimal_answers, removed, (tasks or {}).get(role, ())) for role in ("mmlu", "knowledge")}
+                drops[r.layers] = {role: drop(getattr(base, role), getattr(r, role), size, pairs[role])
+                                   for role, size in (("mmlu", n), ("knowledge", n_kn))}
+                tested_parts[r.layers] = [
+                    part(f"MMLU drop without {r.layers}", base.mmlu, r.mmlu, n, collapse * (base.mmlu - chance),
+                         effect("fig3_critical").scaled(base.mmlu, chance), answers=pairs["mmlu"]),
+                    part(f"knowledge drop without {r.layers}", base.knowledge, r.knowledge, n_kn, margin,
+                         kn.scaled(base.knowledge, kn_chance), above=False, answers=pairs["knowledge"])]
+            verdict = _some_layer([claim_verdict(p) for p in tested_parts.values()])
         untestable = knowledge_untestable(base.knowledge, st)
         verdict = "partly" if untestable and verdict == "holds" else verdict
         rows.append(dict(claim=claim, model=model, verdict=verdict,
-                         evidence=f"minimal model MMLU {acc(base.mmlu, n)}, knowledge {acc(base.knowledge, n)}; "
-                                  + "; ".join(f"without {r.layers}: MMLU {acc(r.mmlu, n)}, knowledge {acc(r.knowledge, n)}"
+                         evidence=f"minimal model MMLU {acc(base.mmlu, n)}, knowledge {acc(base.knowledge, n_kn)}; "
+                                  + "; ".join(f"without {r.layers}: MMLU {acc(r.mmlu, n)}, knowledge {acc(r.knowledge, n_kn)}"
                                               + (f" (MMLU {drops[r.layers]['mmlu'].text}, knowledge "
-                                                 f"{drops[r.layers]['knowledge'].text})" if n else "")
+                                                 f"{drops[r.layers]['knowledge'].text})" if r.layers in drops else "")
                                               for r in shown.itertuples())
                                   + ("" if not critical.empty else
                                      " (no layer collapses MMLU with knowledge kept: no critical layer)")
+                                  + ("" if tested is None else
+                                     f" (tested on each answer: MMLU loss by McNemar, Holm over {len(tested['layers'])} "
+                                     f"layers; knowledge interval within +-{_margin(tested):.3f})")
                                   + (f" ({untestable})" if untestable else "")
+                                  + (f"; {evidence([p for ps in tested_parts.values() for p in ps])}"
+                                     if tested_parts else "")
                                   + (f". {PAPER_LLAMA_8B['individual']}" if st.get("paper_beside") else "")))
     return rows
 
 
+def _some_layer(verdicts: list[str]) -> str:
+    """Fig. 3's verdict from its shown layers' (each by :func:`gna.report.verdict.claim_verdict`): the
+    claim is that *some* layer is critical, so one layer that holds carries it; an unresolved layer
+    leaves it open; layers each decided, none holding, refute it (``partly`` where some layer's MMLU
+    collapse is shown and its knowledge is not kept)."""
+    if HOLDS in verdicts:
+        return HOLDS
+    open_ = [v for v in verdicts if v.startswith(UNRESOLVED)]
+    if open_:   # the underpowered wording where a layer has it
+        return next((v for v in open_ if v != UNRESOLVED), UNRESOLVED)
+    return PARTLY if PARTLY in verdicts else REFUTED
+
+
 def minimal_scores(fig: Path, model: str, tolerance: float) -> tuple[float, float] | None:
     """The minimal model's (MMLU, knowledge) in percent, from layer_pruning.csv, or None."""
+    found = minimal_model(fig, model, tolerance)
+    return found[1:] if found is not None else None
+
+
+def minimal_model(fig: Path, model: str, tolerance: float) -> tuple[int, float, float] | None:
+    """The minimal model's (depth, MMLU, knowledge), scores in percent, from layer_pruning.csv, or None."""
     t = read_table(fig, "layer_pruning.csv")
     if t is None or model not in set(t.model):
         return None
     g = _gradual_rows(t, model)
     if g.empty:
         return None
-    r = g[g.depth == _minimal_depth(g, tolerance)].iloc[0]
-    return 100 * float(r.mmlu), 100 * float(r.knowledge)
+    depth = _minimal_depth(g, tolerance)
+    r = g[g.depth == depth].iloc[0]
+    return depth, 100 * float(r.mmlu), 100 * float(r.knowledge)

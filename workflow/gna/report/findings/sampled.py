@@ -19,19 +19,69 @@ import pandas as pd
 
 from ...evaluation.binomial import clopper_pearson, wilson
 from ...evaluation.paired import Paired, pair
+from ...evaluation.power import paired_detectable, unpaired_detectable
+from ..verdict import Part
+from .paper import effect
 
 ALPHA = 0.05
 
-# The paper's Llama-3.1-8B-Instruct (full MMLU, 14,042 questions; bf16), for the real models beside it:
-# Figs. 2-3 as the paper states them (docs/reproduction-notes.md), Table 1 from data/published.
-PAPER_LLAMA_8B = {
-    "gradual": "Llama-3.1-8B (paper): MMLU holds down to the minimal model of 18 of 32 layers and falls to "
-               "chance when layer 17 is cut; knowledge falls smoothly",
-    "individual": "Llama-3.1-8B (paper): L16 and L17 critical in the 18-layer minimal model (MMLU to chance, "
-                  "knowledge kept)",
-    "head_keeping": "Llama-3.1-8B (paper, L16H22 + L17H24): MMLU both 66.3, gather only 25.6, aggregate only "
-                    "24.4, neither 25.6; knowledge 39.1-39.2",
-}
+
+def _paper_llama_8b() -> dict[str, str]:
+    """The paper's Llama-3.1-8B-Instruct (full MMLU, 14,042 questions; bf16), for the real models
+    beside it: Figs. 2-3 as the paper states them, Table 1's numbers from the paper effects' table."""
+    t1 = {c: effect(f"table1_{c}") for c in ("gather_only", "aggregate_only", "neither")}
+    kn = effect("table1_knowledge")
+    return {
+        "gradual": f"Llama-3.1-8B (paper): MMLU holds down to the minimal model of 18 of 32 layers and falls to "
+                   f"chance when layer 17 is cut ({effect('fig2_collapse').before:.1f} -> chance); knowledge falls "
+                   "smoothly",
+        "individual": "Llama-3.1-8B (paper): L16 and L17 critical in the 18-layer minimal model (MMLU to chance, "
+                      "knowledge kept)",
+        "head_keeping": f"Llama-3.1-8B (paper, L16H22 + L17H24): MMLU both {effect('table1_both').after:.1f}, "
+                        + ", ".join(f"{c.replace('_', ' ')} {e.after:.1f}" for c, e in t1.items())
+                        + f"; knowledge {min(kn.before, kn.after):.1f}-{max(kn.before, kn.after):.1f}",
+    }
+
+
+PAPER_LLAMA_8B = _paper_llama_8b()
+
+
+def task_sizes(tasks: dict, kv_prompts: int | None = None) -> dict[str, int]:
+    """The questions of each role of a study whose tasks are local files (``tasks["micro_data"]``, one
+    json line a question): ``mmlu``, ``knowledge`` (its tasks pooled), each retrieval task by its role,
+    ``arc_challenge`` and ``arc_challenge_chat``; ``kv``, the prompts of a probe set."""
+    folder = Path(tasks["micro_data"])
+
+    def lines(task: str) -> int:
+        with open(folder / f"{task}.jsonl") as f:
+            return sum(1 for line in f if line.strip())
+
+    sizes = {"mmlu": lines(tasks["mmlu"]), "knowledge": sum(lines(t) for t in tasks["knowledge"])}
+    sizes |= {role: lines(task) for role, task in (tasks.get("retrieval") or {}).items()}
+    # tasks.arc_<kind>: the ARC-C tables' column of that kind
+    arc = {"regular": "arc_challenge", "chat": "arc_challenge_chat"}
+    sizes |= {role: lines(tasks[f"arc_{kind}"]) for kind, role in arc.items() if tasks.get(f"arc_{kind}")}
+    return sizes | ({"kv": int(kv_prompts)} if kv_prompts else {})
+
+
+def local_sizes(tasks: dict, docs: dict[str, int]) -> dict[str, int]:
+    """The questions of each role of a study whose tasks are local samples of known size (``docs``: task
+    -> its documents, :func:`gna.plan.jobs.local_task_docs`): ``mmlu``, ``knowledge`` (its tasks pooled:
+    the role's accuracy is their mean, a count over their sum where the tasks are of equal size, as the
+    real preset's) and each retrieval role; a role with a task of unknown size is left out."""
+    roles = {"mmlu": tasks.get("mmlu"), "knowledge": tasks.get("knowledge"), **(tasks.get("retrieval") or {})}
+    out = {}
+    for role, names in roles.items():
+        names = [names] if isinstance(names, str) else list(names or ())
+        if names and all(t in docs for t in names):
+            out[role] = sum(docs[t] for t in names)
+    return out
+
+
+def n_of(settings: dict, role: str) -> int | None:
+    """The questions behind a role's accuracies: ``settings["task_n"][role]`` (each role its own:
+    the micro study), else ``mmlu_n`` (one sample size for every task: the real study's), else None."""
+    return (settings.get("task_n") or {}).get(role) or settings.get("mmlu_n")
 
 
 def count(accuracy: float, n: int) -> int:
@@ -43,12 +93,13 @@ def count(accuracy: float, n: int) -> int:
     return k
 
 
-def drop_interval(before: float, after: float, n: int) -> tuple[float, float, float]:
-    """(drop, low, high): ``before - after``, two accuracies over ``n`` questions each, with the
-    Newcombe-Wilson 95% interval of the difference."""
-    a, b = count(before, n), count(after, n)
-    (la, ua), (lb, ub) = wilson(a, n), wilson(b, n)
-    pa, pb = a / n, b / n
+def drop_interval(before: float, after: float, n: int, n_after: int | None = None) -> tuple[float, float, float]:
+    """(drop, low, high): ``before - after``, two accuracies over ``n`` questions (``after`` over
+    ``n_after`` where given: draws pooled), with the Newcombe-Wilson 95% interval of the difference."""
+    m = n_after or n
+    a, b = count(before, n), count(after, m)
+    (la, ua), (lb, ub) = wilson(a, n), wilson(b, m)
+    pa, pb = a / n, b / m
     d = pa - pb
     return d, d - math.sqrt((pa - la) ** 2 + (ub - pb) ** 2), d + math.sqrt((ua - pa) ** 2 + (pb - lb) ** 2)
 
@@ -117,3 +168,22 @@ def drop(before: float, after: float, n: int, answers: tuple | None = None) -> D
 def resolved(verdict: str, beyond: bool) -> str:
     """A ``holds`` that the interval does not carry (its drop within noise) becomes ``not resolved``."""
     return "not resolved" if verdict == "holds" and not beyond else verdict
+
+
+def part(name: str, first: float, second: float, n: int, line: float, paper: float | None = None,
+         above: bool = True, answers: tuple | None = None, n_second: int | None = None) -> Part:
+    """The part of a claim that ``first - second`` (two accuracies in 0-1 over ``n`` and ``n_second``
+    questions; a drop: before, after; a gain: after, before) is beyond ``line``, with its interval
+    (:func:`drop`: paired where ``answers`` are) and the smallest difference the test detects at 80%
+    power: paired at the discordance seen, else unpaired on the two sizes' harmonic mean."""
+    if n_second and n_second != n:
+        d = Drop(*drop_interval(first, second, n, n_second))
+    else:
+        d = drop(first, second, n, answers)
+    if d.paired is not None:
+        p = d.paired
+        detectable = paired_detectable(p.n, discordance=(p.first_only + p.second_only) / p.n)
+    else:
+        m = n_second or n
+        detectable = unpaired_detectable(round(2 / (1 / n + 1 / m)), max(first, second, 1e-9))
+    return Part(name, d.drop, d.low, d.high, line, above, paper, detectable)

@@ -40,5 +40,7 @@ def knowledge_untestable(knowledge: float, settings: dict, scale: float = 1.0) -
 
 
 def judge(ok: bool, partly: bool = False) -> str:
-    """The verdict: ``holds`` where ``ok``, else ``partly`` where ``partly``, else ``does not hold``."""
+    """The verdict on thresholds alone: ``holds`` where ``ok``, else ``partly`` where ``partly``, else
+    ``does not hold``. Only for a table without the questions' number (a hand-made table, arithmetic
+    like the memory formula): a sampled one is judged on its intervals by :mod:`gna.report.verdict`."""
     return "holds" if ok else ("partly" if partly else "does not hold")
