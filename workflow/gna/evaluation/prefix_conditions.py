@@ -25,10 +25,15 @@ Nemotron-H, Llamba): each model's loop hands only the hidden states from layer t
 what truncation and removal (:class:`gna.interventions.layers.SkipLayer`) already rely on. No
 family keeps per-condition evaluations.
 
-With each context run once (``eval.shared_prefix``), a condition that runs layers past its start
-(a removal, an ablation; not a truncation) scores the continuations of several tokens on that
-shared-context path under its interventions instead: from a kept residual each would run its whole
-row, its context once per answer.
+With each context run once (``eval.shared_prefix``, an attention model) the recording pass follows
+:mod:`.shared_prefix`'s shapes instead of lm-eval's batches: each context alone (one row), the
+unmodified model's residual leaving each condition's layer ``s - 1`` kept from it, each condition
+from there to the context's last position; continuations of several tokens in the same batches of
+rows on copies of the context's cache, a truncation's from the unmodified model's residual on them,
+a removal's or an ablation's on its own path (its later tokens read its own cache of the context).
+In bfloat16 a kernel's rounding depends on its tensor's shape (a padded batch of contexts rounds a
+row differently from that row alone), so only equal shapes give each condition the answers of its
+own evaluation to the bit; ``tests/test_prefix_conditions.py`` holds them equal, not close.
 
 Each condition's forward is its own: interventions are hooks on the one model, so conditions do not
 share a batch. A task that generates text or scores rolling log-likelihoods runs lm-eval's own
@@ -43,9 +48,10 @@ conditions scored on lm-eval's own path (generation, rolling log-likelihoods, an
 """
 from __future__ import annotations
 
+import copy
 import functools
-import json
 import inspect
+import json
 from contextlib import ExitStack, contextmanager
 from typing import Iterator
 
@@ -57,6 +63,7 @@ from ..interventions.layers import SkipLayer, replace_layers
 from ..interventions.vocabulary import applied, first_changed_layer
 from ..models import adapter_for
 from ..resume.store import fingerprint, section
+from .shared_prefix import continuation_batches, continuation_answers, shareable, tail_inputs
 
 
 class NotShared(Exception):
@@ -124,6 +131,30 @@ def residuals_leaving(model: nn.Module, inps: torch.Tensor, starts: list[int]) -
     return got
 
 
+def _unmodified(model: nn.Module, inputs: dict, starts: list[int], whole: bool):
+    """({s: the unmodified model's residual stream leaving layer ``s - 1``}, its cache) for one
+    forward of ``inputs``; stopped after the last layer wanted unless ``whole`` (its cache complete)."""
+    layers = adapter_for(model).layers()
+    wanted = sorted(set(starts))
+    got: dict[int, torch.Tensor] = {}
+    handles = []
+    for s in wanted:
+        def keep(module, args, output, s=s):
+            got[s] = output[0] if isinstance(output, (tuple, list)) else output
+            if len(got) == len(wanted) and not whole:
+                raise _Enough
+
+        handles.append(layers[s - 1].register_forward_hook(keep))
+    try:
+        out = model(**inputs)
+    except _Enough:
+        out = None
+    finally:
+        for h in handles:
+            h.remove()
+    return got, None if out is None else out.past_key_values
+
+
 def _takes_logits_to_keep(model: nn.Module) -> bool:
     return "logits_to_keep" in inspect.signature(model.forward).parameters
 
@@ -172,6 +203,9 @@ def recording(base: type) -> type:
             n = adapter_for(self.model).describe().n_layers
             starts = [first_changed_layer(c, n) for c in self.conditions]
             everyone = list(range(len(self.conditions)))
+            if hasattr(self, "_score_context") and shareable(self.model):
+                self.last_answers = self._context_shared_answers(requests, starts)
+                return self.last_answers[0]
             # With each context run once (eval.shared_prefix: a base sharing contexts), a continuation
             # of several tokens costs its context once per condition; from a kept residual it runs
             # its whole row instead. A condition that runs layers past its start (not a truncation)
@@ -197,6 +231,90 @@ def recording(base: type) -> type:
                     fill(long, [c], [super()._loglikelihood_tokens([requests[i] for i in long], disable_tqdm=True)])
             self.last_answers = answers
             return answers[0]
+
+        def _context_shared_answers(self, requests, starts: list[int]) -> list[list]:
+            """Per condition, the (log-prob, greedy) of each request with each context run once
+            (eval.shared_prefix), every tensor the shape its own evaluation gives it: each context
+            alone, its continuations in the same batches of rows (the same answers to the bit, in
+            bfloat16 too, where kernels round by shape)."""
+            from tqdm import tqdm
+
+            answers: list[list] = [[None] * len(requests) for _ in self.conditions]
+            # a condition changing layer 0 shares nothing: its own evaluation, as it is
+            for c in (c for c, s in enumerate(starts) if s == 0):
+                with applied(self.model, self.conditions[c]):
+                    answers[c] = list(super()._loglikelihood_tokens(requests, disable_tqdm=True))
+            later = [c for c, s in enumerate(starts) if s > 0]
+            plain, groups = [], {}
+            for i, (_, context, continuation) in enumerate(requests):
+                if len(context) + len(continuation) > self.max_length + 1:
+                    plain.append(i)   # lm-eval truncates it from the left: its own path, in each condition
+                else:
+                    groups.setdefault(tuple(context), []).append(i)
+            for c in later if plain else []:
+                with applied(self.model, self.conditions[c]):
+                    got = super()._loglikelihood_tokens([requests[i] for i in plain], disable_tqdm=True)
+                for i, a in zip(plain, got):
+                    answers[c][i] = a
+            chosen, at = [self.conditions[c] for c in later], [starts[c] for c in later]
+            for context, members in tqdm(groups.items(), disable=not later or self.rank != 0,
+                                         desc="Running loglikelihood requests (conditions share contexts)"):
+                continuations = [requests[i][2] for i in members]
+                key = None if self.partial is None else fingerprint(
+                    ["shared context", chosen, at, list(context), continuations])
+                got = None if key is None else self.partial.get(key)
+                if got is None:
+                    got = self._context_answers(list(context), continuations, chosen, at)
+                    if key is not None:
+                        self.partial.put(key, got)
+                for c, per in zip(later, got):
+                    for i, a in zip(members, per):
+                        answers[c][i] = a
+            return answers
+
+        @torch.no_grad()
+        def _context_answers(self, context: list[int], continuations: list[list[int]], chosen: list[list[dict]],
+                             starts: list[int]) -> list[list]:
+            """Per condition of ``chosen`` (starting at ``starts`` > 0), the (log-prob, greedy) of each
+            continuation after ``context``, as :mod:`.shared_prefix` scores it under that condition alone."""
+            dtype = self.softmax_dtype or torch.float32
+            out: list = [None] * len(chosen)
+            several = any(len(c) > 1 for c in continuations)
+            for k, condition in enumerate(chosen):
+                # a removal's or an ablation's later tokens read its own cache of the context: its own path
+                if several and any(next(iter(spec)) != "truncate" for spec in condition):
+                    with applied(self.model, condition):
+                        out[k] = self._score_context(context, continuations)
+            left = [k for k in range(len(chosen)) if out[k] is None]
+            if not left:
+                return out
+            ids = torch.tensor([context], dtype=torch.long, device=self.device)
+            wanted = [starts[k] for k in left]
+            # the context as each condition's own evaluation runs it: one row, its cache kept
+            kept, cache = _unmodified(self.model, dict(input_ids=ids, use_cache=True, logits_to_keep=1), wanted,
+                                      whole=several)
+            firsts = {}
+            for k in left:
+                with starting_at(self.model, starts[k], kept[starts[k]]), applied(self.model, chosen[k]):
+                    logits = self.model(input_ids=ids, use_cache=True, logits_to_keep=1).logits
+                firsts[k] = F.log_softmax(logits[0, -1].to(dtype), dim=-1)     # (vocab,)
+                out[k] = []
+            for batch in continuation_batches(continuations, self.batch_size):
+                tail = tail_inputs(batch, len(context), self.device)
+                rest = dict.fromkeys(left)
+                if tail is not None:   # truncations only: their later tokens run the unmodified layers below them
+                    rows = copy.deepcopy(cache)
+                    rows.batch_repeat_interleave(len(batch))
+                    kept_tail, _ = _unmodified(self.model, dict(**tail, past_key_values=rows, use_cache=True),
+                                               wanted, whole=False)
+                    for k in left:
+                        with starting_at(self.model, starts[k], kept_tail[starts[k]]), \
+                                applied(self.model, chosen[k]):
+                            logits = self.model(**tail, use_cache=False).logits      # (rows, rest, vocab)
+                        rest[k] = F.log_softmax(logits.to(dtype), dim=-1)
+                for k in left:
+                    out[k] += continuation_answers(firsts[k], batch, rest[k])
+            return out
 
         def _shared_answers(self, requests, conditions: list[int], starts: list[int]) -> list[list]:
             """Per condition of ``conditions`` (indices), the (log-prob, greedy) of each request, from
