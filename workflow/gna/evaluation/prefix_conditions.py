@@ -155,6 +155,10 @@ def _unmodified(model: nn.Module, inputs: dict, starts: list[int], whole: bool):
     return got, None if out is None else out.past_key_values
 
 
+def _truncation(condition: list[dict]) -> bool:
+    return all(next(iter(spec)) == "truncate" for spec in condition)
+
+
 def _takes_logits_to_keep(model: nn.Module) -> bool:
     return "logits_to_keep" in inspect.signature(model.forward).parameters
 
@@ -173,6 +177,7 @@ def recording(base: type) -> type:
         answers: list[dict] = []
         last_answers: list[list] = []
         partial = None   # a resuming job's section (gna.resume): each shared batch's answers kept
+        _rows_differ = False   # a batched read-out rounded a row differently from that row alone
 
         def loglikelihood(self, requests, disable_tqdm: bool = False):
             first = super().loglikelihood(requests, disable_tqdm=disable_tqdm)   # lm-eval's order
@@ -282,7 +287,7 @@ def recording(base: type) -> type:
             several = any(len(c) > 1 for c in continuations)
             for k, condition in enumerate(chosen):
                 # a removal's or an ablation's later tokens read its own cache of the context: its own path
-                if several and any(next(iter(spec)) != "truncate" for spec in condition):
+                if several and not _truncation(condition):
                     with applied(self.model, condition):
                         out[k] = self._score_context(context, continuations)
             left = [k for k in range(len(chosen)) if out[k] is None]
@@ -293,11 +298,12 @@ def recording(base: type) -> type:
             # the context as each condition's own evaluation runs it: one row, its cache kept
             kept, cache = _unmodified(self.model, dict(input_ids=ids, use_cache=True, logits_to_keep=1), wanted,
                                       whole=several)
+            # each condition's residual leaving the last layer, then the model's own read-out of them all
+            finals = [kept[starts[k]] if _truncation(chosen[k]) else
+                      self._final_residual(ids, chosen[k], starts[k], kept[starts[k]]) for k in left]
             firsts = {}
-            for k in left:
-                with starting_at(self.model, starts[k], kept[starts[k]]), applied(self.model, chosen[k]):
-                    logits = self.model(input_ids=ids, use_cache=True, logits_to_keep=1).logits
-                firsts[k] = F.log_softmax(logits[0, -1].to(dtype), dim=-1)     # (vocab,)
+            for k, logits in zip(left, self._read_out(ids, finals)):
+                firsts[k] = F.log_softmax(logits.to(dtype), dim=-1)     # (vocab,)
                 out[k] = []
             for batch in continuation_batches(continuations, self.batch_size):
                 tail = tail_inputs(batch, len(context), self.device)
@@ -315,6 +321,49 @@ def recording(base: type) -> type:
                 for k in left:
                     out[k] += continuation_answers(firsts[k], batch, rest[k])
             return out
+
+        def _final_residual(self, ids: torch.Tensor, condition: list[dict], start: int,
+                            hidden: torch.Tensor) -> torch.Tensor:
+            """The residual stream leaving the model's last layer (1, ctx, d_model) under ``condition``,
+            run from ``start`` on the unmodified residual ``hidden`` leaving layer ``start - 1``."""
+            last = adapter_for(self.model).describe().n_layers - 1
+            got = {}
+            with starting_at(self.model, start, hidden), applied(self.model, condition):
+                def keep(module, args, output):
+                    got["h"] = output[0] if isinstance(output, (tuple, list)) else output
+                    raise _Enough
+
+                handle = adapter_for(self.model).layers()[last].register_forward_hook(keep)
+                try:
+                    self.model(input_ids=ids, use_cache=True, logits_to_keep=1)
+                except _Enough:
+                    pass
+                finally:
+                    handle.remove()
+            return got["h"]
+
+        def _read_out(self, ids: torch.Tensor, finals: list[torch.Tensor]) -> list[torch.Tensor]:
+            """The logits at the last position (vocab,) of each residual of ``finals`` (each (1, ctx,
+            d_model), leaving the last layer) through the model's own forward after its layers (final
+            norm, LM head, any output step), as one batch where that gives each row its bits alone.
+
+            The LM head reads its whole weight per call (Qwen2.5's 152k x 1536 in bf16: 50 ms of a CPU
+            thread), so per condition it would cost a deep forward's worth over Fig. 2's depths; batched,
+            once. Whether a batch rounds a row as it rounds it alone depends on the kernels (this CPU's
+            bf16 ones do), so the batch is checked against its first and last rows alone, and where they
+            differ every row is read out alone from then on."""
+            def run(hidden):   # (rows, ctx, d_model) -> (rows, vocab)
+                with starting_at(self.model, adapter_for(self.model).describe().n_layers, hidden):
+                    return self.model(input_ids=ids.expand(len(hidden), -1), use_cache=True,
+                                      logits_to_keep=1).logits[:, -1]
+
+            if len(finals) > 2 and not self._rows_differ:
+                together = run(torch.cat(finals))
+                first, last = run(finals[0]), run(finals[-1])
+                if torch.equal(first[0], together[0]) and torch.equal(last[0], together[-1]):
+                    return list(together)
+                self._rows_differ = True
+            return [run(f)[0] for f in finals]
 
         def _shared_answers(self, requests, conditions: list[int], starts: list[int]) -> list[list]:
             """Per condition of ``conditions`` (indices), the (log-prob, greedy) of each request, from
