@@ -26,137 +26,42 @@ what truncation and removal (:class:`gna.interventions.layers.SkipLayer`) alread
 family keeps per-condition evaluations.
 
 With each context run once (``eval.shared_prefix``, an attention model) the recording pass follows
-:mod:`.shared_prefix`'s shapes instead of lm-eval's batches: each context alone (one row), the
-unmodified model's residual leaving each condition's layer ``s - 1`` kept from it, each condition
-from there to the context's last position; continuations of several tokens in the same batches of
-rows on copies of the context's cache, a truncation's from the unmodified model's residual on them,
-a removal's or an ablation's on its own path (its later tokens read its own cache of the context).
-In bfloat16 a kernel's rounding depends on its tensor's shape (a padded batch of contexts rounds a
-row differently from that row alone), so only equal shapes give each condition the answers of its
-own evaluation to the bit; ``tests/test_prefix_conditions.py`` holds them equal, not close.
+:mod:`.shared_prefix`'s shapes instead of lm-eval's batches, so that bf16 answers are each
+condition's own to the bit (:mod:`.context_conditions`).
 
-Each condition's forward is its own: interventions are hooks on the one model, so conditions do not
+Each condition's layers run in its own forward: interventions are hooks on the one model, so conditions do not
 share a batch. A task that generates text or scores rolling log-likelihoods runs lm-eval's own
 path once per condition in the recording pass (nothing shared there), replayed likewise.
 A backend other than a causal LM, or lm-eval's automatic batch size, is not shared
 (:class:`NotShared`: the caller evaluates each condition on its own).
 
-In a resuming job (:mod:`gna.resume`) each shared batch's answers, every condition's, are kept as the
-batch finishes, and a stopped run's batches are not run again: the same answers, to the bit. The
-conditions scored on lm-eval's own path (generation, rolling log-likelihoods, and with
-``eval.shared_prefix`` a removal's or an ablation's answers of several tokens) run again.
+In a resuming job (:mod:`gna.resume`) each shared batch's answers (with ``eval.shared_prefix``, each
+context's), every condition's, are kept as the unit finishes, and a stopped run's units are not run
+again: the same answers, to the bit. The conditions scored on lm-eval's own path (generation,
+rolling log-likelihoods) run again.
 """
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
 import json
-from contextlib import ExitStack, contextmanager
-from typing import Iterator
+from contextlib import ExitStack
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..interventions.layers import SkipLayer, replace_layers
 from ..interventions.vocabulary import applied, first_changed_layer
 from ..models import adapter_for
 from ..resume.store import fingerprint, section
-from .shared_prefix import continuation_batches, continuation_answers, shareable, tail_inputs
+from .condition_start import residuals_leaving, starting_at
+from .context_conditions import SharedContextConditions
+from .shared_prefix import shareable
 
 
 class NotShared(Exception):
     """The evaluation asks for something other than log-likelihoods of a causal LM: evaluate each
     condition on its own."""
-
-
-class _HandOn(SkipLayer):
-    """Layer ``s - 1`` of a condition that starts at ``s``: ignores its input and hands on the
-    unmodified model's residual stream leaving it, ``hidden`` (batch, seq, d_model)."""
-
-    def __init__(self, replaced: nn.Module, hidden: torch.Tensor, as_tuple: bool | int):
-        super().__init__(replaced, as_tuple)
-        self.hidden = hidden
-
-    def forward(self, hidden_states, *args, **kwargs):
-        if hidden_states.shape != self.hidden.shape:
-            raise RuntimeError(f"the kept residual {tuple(self.hidden.shape)} does not fit the layer input "
-                               f"{tuple(hidden_states.shape)}")
-        return super().forward(self.hidden)
-
-
-@contextmanager
-def starting_at(model: nn.Module, start: int, hidden: torch.Tensor | None) -> Iterator[nn.Module]:
-    """``model`` with layers ``0..start-2`` skipped and layer ``start - 1`` handing on ``hidden``
-    (the unmodified model's residual leaving it, (batch, seq, d_model)); ``start`` 0: unchanged."""
-    if start == 0:
-        yield model
-        return
-    adapter = adapter_for(model)
-    layers, as_tuple = adapter.layers(), adapter.layer_returns_tuple
-    swaps = {i: SkipLayer(layers[i], as_tuple) for i in range(start - 1)}
-    swaps[start - 1] = _HandOn(layers[start - 1], hidden, as_tuple)
-    with replace_layers(model, swaps):
-        yield model
-
-
-class _Enough(Exception):
-    """Raised inside the unmodified forward once every wanted residual is kept."""
-
-
-@torch.no_grad()
-def residuals_leaving(model: nn.Module, inps: torch.Tensor, starts: list[int]) -> dict[int, torch.Tensor]:
-    """{s: the unmodified model's residual stream leaving layer ``s - 1``, (batch, seq, d_model)} for
-    each ``s`` > 0 of ``starts``, from one forward stopped after the last layer wanted."""
-    layers = adapter_for(model).layers()
-    wanted = sorted({s for s in starts if s > 0})
-    got: dict[int, torch.Tensor] = {}
-    handles = []
-    for s in wanted:
-        def keep(module, args, output, s=s):
-            got[s] = output[0] if isinstance(output, (tuple, list)) else output
-            if len(got) == len(wanted):
-                raise _Enough
-
-        handles.append(layers[s - 1].register_forward_hook(keep))
-    try:
-        if wanted:
-            model(inps)
-    except _Enough:
-        pass
-    finally:
-        for h in handles:
-            h.remove()
-    return got
-
-
-def _unmodified(model: nn.Module, inputs: dict, starts: list[int], whole: bool):
-    """({s: the unmodified model's residual stream leaving layer ``s - 1``}, its cache) for one
-    forward of ``inputs``; stopped after the last layer wanted unless ``whole`` (its cache complete)."""
-    layers = adapter_for(model).layers()
-    wanted = sorted(set(starts))
-    got: dict[int, torch.Tensor] = {}
-    handles = []
-    for s in wanted:
-        def keep(module, args, output, s=s):
-            got[s] = output[0] if isinstance(output, (tuple, list)) else output
-            if len(got) == len(wanted) and not whole:
-                raise _Enough
-
-        handles.append(layers[s - 1].register_forward_hook(keep))
-    try:
-        out = model(**inputs)
-    except _Enough:
-        out = None
-    finally:
-        for h in handles:
-            h.remove()
-    return got, None if out is None else out.past_key_values
-
-
-def _truncation(condition: list[dict]) -> bool:
-    return all(next(iter(spec)) == "truncate" for spec in condition)
 
 
 def _takes_logits_to_keep(model: nn.Module) -> bool:
@@ -172,12 +77,11 @@ def recording(base: type) -> type:
     from lm_eval.models.utils import Collator
     from lm_eval.models.utils_hf import pad_and_concat
 
-    class Recording(base):
+    class Recording(SharedContextConditions, base):
         conditions: list[list[dict]] = []
         answers: list[dict] = []
         last_answers: list[list] = []
         partial = None   # a resuming job's section (gna.resume): each shared batch's answers kept
-        _rows_differ = False   # a batched read-out rounded a row differently from that row alone
 
         def loglikelihood(self, requests, disable_tqdm: bool = False):
             first = super().loglikelihood(requests, disable_tqdm=disable_tqdm)   # lm-eval's order
@@ -236,134 +140,6 @@ def recording(base: type) -> type:
                     fill(long, [c], [super()._loglikelihood_tokens([requests[i] for i in long], disable_tqdm=True)])
             self.last_answers = answers
             return answers[0]
-
-        def _context_shared_answers(self, requests, starts: list[int]) -> list[list]:
-            """Per condition, the (log-prob, greedy) of each request with each context run once
-            (eval.shared_prefix), every tensor the shape its own evaluation gives it: each context
-            alone, its continuations in the same batches of rows (the same answers to the bit, in
-            bfloat16 too, where kernels round by shape)."""
-            from tqdm import tqdm
-
-            answers: list[list] = [[None] * len(requests) for _ in self.conditions]
-            # a condition changing layer 0 shares nothing: its own evaluation, as it is
-            for c in (c for c, s in enumerate(starts) if s == 0):
-                with applied(self.model, self.conditions[c]):
-                    answers[c] = list(super()._loglikelihood_tokens(requests, disable_tqdm=True))
-            later = [c for c, s in enumerate(starts) if s > 0]
-            plain, groups = [], {}
-            for i, (_, context, continuation) in enumerate(requests):
-                if len(context) + len(continuation) > self.max_length + 1:
-                    plain.append(i)   # lm-eval truncates it from the left: its own path, in each condition
-                else:
-                    groups.setdefault(tuple(context), []).append(i)
-            for c in later if plain else []:
-                with applied(self.model, self.conditions[c]):
-                    got = super()._loglikelihood_tokens([requests[i] for i in plain], disable_tqdm=True)
-                for i, a in zip(plain, got):
-                    answers[c][i] = a
-            chosen, at = [self.conditions[c] for c in later], [starts[c] for c in later]
-            for context, members in tqdm(groups.items(), disable=not later or self.rank != 0,
-                                         desc="Running loglikelihood requests (conditions share contexts)"):
-                continuations = [requests[i][2] for i in members]
-                key = None if self.partial is None else fingerprint(
-                    ["shared context", chosen, at, list(context), continuations])
-                got = None if key is None else self.partial.get(key)
-                if got is None:
-                    got = self._context_answers(list(context), continuations, chosen, at)
-                    if key is not None:
-                        self.partial.put(key, got)
-                for c, per in zip(later, got):
-                    for i, a in zip(members, per):
-                        answers[c][i] = a
-            return answers
-
-        @torch.no_grad()
-        def _context_answers(self, context: list[int], continuations: list[list[int]], chosen: list[list[dict]],
-                             starts: list[int]) -> list[list]:
-            """Per condition of ``chosen`` (starting at ``starts`` > 0), the (log-prob, greedy) of each
-            continuation after ``context``, as :mod:`.shared_prefix` scores it under that condition alone."""
-            dtype = self.softmax_dtype or torch.float32
-            out: list = [None] * len(chosen)
-            several = any(len(c) > 1 for c in continuations)
-            for k, condition in enumerate(chosen):
-                # a removal's or an ablation's later tokens read its own cache of the context: its own path
-                if several and not _truncation(condition):
-                    with applied(self.model, condition):
-                        out[k] = self._score_context(context, continuations)
-            left = [k for k in range(len(chosen)) if out[k] is None]
-            if not left:
-                return out
-            ids = torch.tensor([context], dtype=torch.long, device=self.device)
-            wanted = [starts[k] for k in left]
-            # the context as each condition's own evaluation runs it: one row, its cache kept
-            kept, cache = _unmodified(self.model, dict(input_ids=ids, use_cache=True, logits_to_keep=1), wanted,
-                                      whole=several)
-            # each condition's residual leaving the last layer, then the model's own read-out of them all
-            finals = [kept[starts[k]] if _truncation(chosen[k]) else
-                      self._final_residual(ids, chosen[k], starts[k], kept[starts[k]]) for k in left]
-            firsts = {}
-            for k, logits in zip(left, self._read_out(ids, finals)):
-                firsts[k] = F.log_softmax(logits.to(dtype), dim=-1)     # (vocab,)
-                out[k] = []
-            for batch in continuation_batches(continuations, self.batch_size):
-                tail = tail_inputs(batch, len(context), self.device)
-                rest = dict.fromkeys(left)
-                if tail is not None:   # truncations only: their later tokens run the unmodified layers below them
-                    rows = copy.deepcopy(cache)
-                    rows.batch_repeat_interleave(len(batch))
-                    kept_tail, _ = _unmodified(self.model, dict(**tail, past_key_values=rows, use_cache=True),
-                                               wanted, whole=False)
-                    for k in left:
-                        with starting_at(self.model, starts[k], kept_tail[starts[k]]), \
-                                applied(self.model, chosen[k]):
-                            logits = self.model(**tail, use_cache=False).logits      # (rows, rest, vocab)
-                        rest[k] = F.log_softmax(logits.to(dtype), dim=-1)
-                for k in left:
-                    out[k] += continuation_answers(firsts[k], batch, rest[k])
-            return out
-
-        def _final_residual(self, ids: torch.Tensor, condition: list[dict], start: int,
-                            hidden: torch.Tensor) -> torch.Tensor:
-            """The residual stream leaving the model's last layer (1, ctx, d_model) under ``condition``,
-            run from ``start`` on the unmodified residual ``hidden`` leaving layer ``start - 1``."""
-            last = adapter_for(self.model).describe().n_layers - 1
-            got = {}
-            with starting_at(self.model, start, hidden), applied(self.model, condition):
-                def keep(module, args, output):
-                    got["h"] = output[0] if isinstance(output, (tuple, list)) else output
-                    raise _Enough
-
-                handle = adapter_for(self.model).layers()[last].register_forward_hook(keep)
-                try:
-                    self.model(input_ids=ids, use_cache=True, logits_to_keep=1)
-                except _Enough:
-                    pass
-                finally:
-                    handle.remove()
-            return got["h"]
-
-        def _read_out(self, ids: torch.Tensor, finals: list[torch.Tensor]) -> list[torch.Tensor]:
-            """The logits at the last position (vocab,) of each residual of ``finals`` (each (1, ctx,
-            d_model), leaving the last layer) through the model's own forward after its layers (final
-            norm, LM head, any output step), as one batch where that gives each row its bits alone.
-
-            The LM head reads its whole weight per call (Qwen2.5's 152k x 1536 in bf16: 50 ms of a CPU
-            thread), so per condition it would cost a deep forward's worth over Fig. 2's depths; batched,
-            once. Whether a batch rounds a row as it rounds it alone depends on the kernels (this CPU's
-            bf16 ones do), so the batch is checked against its first and last rows alone, and where they
-            differ every row is read out alone from then on."""
-            def run(hidden):   # (rows, ctx, d_model) -> (rows, vocab)
-                with starting_at(self.model, adapter_for(self.model).describe().n_layers, hidden):
-                    return self.model(input_ids=ids.expand(len(hidden), -1), use_cache=True,
-                                      logits_to_keep=1).logits[:, -1]
-
-            if len(finals) > 2 and not self._rows_differ:
-                together = run(torch.cat(finals))
-                first, last = run(finals[0]), run(finals[-1])
-                if torch.equal(first[0], together[0]) and torch.equal(last[0], together[-1]):
-                    return list(together)
-                self._rows_differ = True
-            return [run(f)[0] for f in finals]
 
         def _shared_answers(self, requests, conditions: list[int], starts: list[int]) -> list[list]:
             """Per condition of ``conditions`` (indices), the (log-prob, greedy) of each request, from
