@@ -98,6 +98,27 @@ def test_with_contexts_shared_each_condition_scores_as_its_own_evaluation(tiny_m
         assert_same(g, one_by_one(model, tokenizer, requests, condition, base)), condition
 
 
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_with_contexts_shared_bfloat16_answers_are_each_conditions_own_to_the_bit(tiny_model, family):
+    """In bfloat16 a kernel's rounding depends on its tensor's shape: the shared forward runs each
+    context alone and its continuations in the batches its own evaluation uses, so every log-prob is
+    equal, not close (a padded batch of contexts would flip near-tied answers)."""
+    from lm_eval.models.huggingface import HFLM
+
+    from gna.evaluation.shared_prefix import sharing_contexts
+
+    model, tokenizer = tiny_model(family, spec={"dtype": "bfloat16"}, num_hidden_layers=4, hidden_size=128,
+                                  intermediate_size=256)
+    requests = requests_of(tokenizer)
+    conditions = ([[{"truncate": d}] for d in range(1, 5)]
+                  + [[{"truncate": 3}, {"drop_layer": 1}], [{"drop_layer": 0}],
+                     [{"truncate": 3}, {"ablate_heads": [[2, 0]]}]])
+    base = sharing_contexts(HFLM)
+    got = shared(model, tokenizer, requests, conditions, base)
+    for condition, g in zip(conditions, got):
+        assert g == one_by_one(model, tokenizer, requests, condition, base), condition
+
+
 def test_first_changed_layer_reads_the_interventions():
     assert first_changed_layer([{"truncate": 18}], 28) == 18
     assert first_changed_layer([{"truncate": 28}], 28) == 28

@@ -260,11 +260,13 @@ def _umask() -> int:
     return mask
 
 
+@pytest.mark.parametrize("shared_prefix", [False, True])
 def test_a_stopped_shared_conditions_evaluation_resumes_in_process(tiny_model, word_tokenizer, tmp_path,
-                                                                    monkeypatch):
+                                                                    monkeypatch, shared_prefix):
     """Several conditions evaluated together (every depth from one forward, removals and ablations from
-    their first changed layer) keep each shared batch, every condition's answers, and a stopped run
-    resumes to the rows of an uninterrupted one, running only the batches that were left."""
+    their first changed layer) keep each shared batch (with contexts shared: each context), every
+    condition's answers, and a stopped run resumes to the rows of an uninterrupted one, running only
+    the units that were left."""
     from gna.evaluation.lm_eval_bridge import TaskSuite, tidy
     from gna.evaluation.prefix_conditions import evaluate_conditions
     from gna.resume.store import resuming
@@ -276,11 +278,14 @@ def test_a_stopped_shared_conditions_evaluation_resumes_in_process(tiny_model, w
     def run(key=None):
         if key is None:
             return [tidy(s).to_csv() for s in evaluate_conditions(model, word_tokenizer, ["kv_mc"], suite, conditions,
-                                                                  batch_size=3, max_length=256)]
+                                                                  batch_size=3, max_length=256,
+                                                                  shared_prefix=shared_prefix)]
         with resuming(tmp_path / ".partial" / "depth1.csv", key):
             return run()
 
     whole, resumed, stored = stopped_then_resumed(monkeypatch, run, stop=2)
     assert resumed == whole
-    assert len(stored) == 2   # 10 prompts, one row each, in batches of 3: 4 batches, 2 kept from the stopped run
+    # 10 prompts, one row each, in batches of 3 (4 units) or a context each (10 units): the stopped run kept 2,
+    # the resumed one stores only the rest
+    assert len(stored) == (10 if shared_prefix else 4) - 2
     assert not (tmp_path / ".partial").exists()

@@ -16,7 +16,10 @@
   its first layer is skipped.
 - :mod:`.resume_requests`: the requests in units kept as each finishes, for a stopped job to resume.
 - :mod:`.prefix_conditions`: several conditions of one model (every depth, each removed layer or
-  head) through lm-eval, the layers below each condition's first changed layer run once per batch.
+  head) through lm-eval, the layers below each condition's first changed layer run once per batch;
+  :mod:`.condition_start`: the unmodified residual a condition starts from, kept and handed on;
+  :mod:`.context_conditions`: the same with each context run once, each tensor the shape of the
+  condition's own evaluation (bf16 answers equal to the bit).
 
 May import: ``errors``, ``io``, ``resume``, ``interventions.vocabulary``, ``interventions.layers``,
 ``micro.lm_eval_tasks``, ``models``.

@@ -25,103 +25,43 @@ Nemotron-H, Llamba): each model's loop hands only the hidden states from layer t
 what truncation and removal (:class:`gna.interventions.layers.SkipLayer`) already rely on. No
 family keeps per-condition evaluations.
 
-With each context run once (``eval.shared_prefix``), a condition that runs layers past its start
-(a removal, an ablation; not a truncation) scores the continuations of several tokens on that
-shared-context path under its interventions instead: from a kept residual each would run its whole
-row, its context once per answer.
+With each context run once (``eval.shared_prefix``, an attention model) the recording pass follows
+:mod:`.shared_prefix`'s shapes instead of lm-eval's batches, so that bf16 answers are each
+condition's own to the bit (:mod:`.context_conditions`).
 
-Each condition's forward is its own: interventions are hooks on the one model, so conditions do not
+Each condition's layers run in its own forward: interventions are hooks on the one model, so conditions do not
 share a batch. A task that generates text or scores rolling log-likelihoods runs lm-eval's own
 path once per condition in the recording pass (nothing shared there), replayed likewise.
 A backend other than a causal LM, or lm-eval's automatic batch size, is not shared
 (:class:`NotShared`: the caller evaluates each condition on its own).
 
-In a resuming job (:mod:`gna.resume`) each shared batch's answers, every condition's, are kept as the
-batch finishes, and a stopped run's batches are not run again: the same answers, to the bit. The
-conditions scored on lm-eval's own path (generation, rolling log-likelihoods, and with
-``eval.shared_prefix`` a removal's or an ablation's answers of several tokens) run again.
+In a resuming job (:mod:`gna.resume`) each shared batch's answers (with ``eval.shared_prefix``, each
+context's), every condition's, are kept as the unit finishes, and a stopped run's units are not run
+again: the same answers, to the bit. The conditions scored on lm-eval's own path (generation,
+rolling log-likelihoods) run again.
 """
 from __future__ import annotations
 
 import functools
-import json
 import inspect
-from contextlib import ExitStack, contextmanager
-from typing import Iterator
+import json
+from contextlib import ExitStack
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..interventions.layers import SkipLayer, replace_layers
 from ..interventions.vocabulary import applied, first_changed_layer
 from ..models import adapter_for
 from ..resume.store import fingerprint, section
+from .condition_start import residuals_leaving, starting_at
+from .context_conditions import SharedContextConditions
+from .shared_prefix import shareable
 
 
 class NotShared(Exception):
     """The evaluation asks for something other than log-likelihoods of a causal LM: evaluate each
     condition on its own."""
-
-
-class _HandOn(SkipLayer):
-    """Layer ``s - 1`` of a condition that starts at ``s``: ignores its input and hands on the
-    unmodified model's residual stream leaving it, ``hidden`` (batch, seq, d_model)."""
-
-    def __init__(self, replaced: nn.Module, hidden: torch.Tensor, as_tuple: bool | int):
-        super().__init__(replaced, as_tuple)
-        self.hidden = hidden
-
-    def forward(self, hidden_states, *args, **kwargs):
-        if hidden_states.shape != self.hidden.shape:
-            raise RuntimeError(f"the kept residual {tuple(self.hidden.shape)} does not fit the layer input "
-                               f"{tuple(hidden_states.shape)}")
-        return super().forward(self.hidden)
-
-
-@contextmanager
-def starting_at(model: nn.Module, start: int, hidden: torch.Tensor | None) -> Iterator[nn.Module]:
-    """``model`` with layers ``0..start-2`` skipped and layer ``start - 1`` handing on ``hidden``
-    (the unmodified model's residual leaving it, (batch, seq, d_model)); ``start`` 0: unchanged."""
-    if start == 0:
-        yield model
-        return
-    adapter = adapter_for(model)
-    layers, as_tuple = adapter.layers(), adapter.layer_returns_tuple
-    swaps = {i: SkipLayer(layers[i], as_tuple) for i in range(start - 1)}
-    swaps[start - 1] = _HandOn(layers[start - 1], hidden, as_tuple)
-    with replace_layers(model, swaps):
-        yield model
-
-
-class _Enough(Exception):
-    """Raised inside the unmodified forward once every wanted residual is kept."""
-
-
-@torch.no_grad()
-def residuals_leaving(model: nn.Module, inps: torch.Tensor, starts: list[int]) -> dict[int, torch.Tensor]:
-    """{s: the unmodified model's residual stream leaving layer ``s - 1``, (batch, seq, d_model)} for
-    each ``s`` > 0 of ``starts``, from one forward stopped after the last layer wanted."""
-    layers = adapter_for(model).layers()
-    wanted = sorted({s for s in starts if s > 0})
-    got: dict[int, torch.Tensor] = {}
-    handles = []
-    for s in wanted:
-        def keep(module, args, output, s=s):
-            got[s] = output[0] if isinstance(output, (tuple, list)) else output
-            if len(got) == len(wanted):
-                raise _Enough
-
-        handles.append(layers[s - 1].register_forward_hook(keep))
-    try:
-        if wanted:
-            model(inps)
-    except _Enough:
-        pass
-    finally:
-        for h in handles:
-            h.remove()
-    return got
 
 
 def _takes_logits_to_keep(model: nn.Module) -> bool:
@@ -137,7 +77,7 @@ def recording(base: type) -> type:
     from lm_eval.models.utils import Collator
     from lm_eval.models.utils_hf import pad_and_concat
 
-    class Recording(base):
+    class Recording(SharedContextConditions, base):
         conditions: list[list[dict]] = []
         answers: list[dict] = []
         last_answers: list[list] = []
@@ -172,6 +112,9 @@ def recording(base: type) -> type:
             n = adapter_for(self.model).describe().n_layers
             starts = [first_changed_layer(c, n) for c in self.conditions]
             everyone = list(range(len(self.conditions)))
+            if hasattr(self, "_score_context") and shareable(self.model):
+                self.last_answers = self._context_shared_answers(requests, starts)
+                return self.last_answers[0]
             # With each context run once (eval.shared_prefix: a base sharing contexts), a continuation
             # of several tokens costs its context once per condition; from a kept residual it runs
             # its whole row instead. A condition that runs layers past its start (not a truncation)

@@ -72,29 +72,50 @@ def sharing_contexts(base: type) -> type:
             first = self.model(input_ids=ids, use_cache=True, logits_to_keep=1)   # the context's last position only
             first_logp = F.log_softmax(first.logits[0, -1].to(dtype), dim=-1)       # (vocab,): the first token
             answers = []
-            rows = int(self.batch_size) if str(self.batch_size).isdigit() else 8
-            for start in range(0, len(continuations), rows):
-                batch = continuations[start:start + rows]
-                rest = max(len(c) for c in batch) - 1
+            for batch in continuation_batches(continuations, self.batch_size):
                 rest_logp = None
-                if rest > 0:
-                    tail = torch.zeros(len(batch), rest, dtype=torch.long, device=self.device)  # right-padded
-                    for b, c in enumerate(batch):
-                        tail[b, :len(c) - 1] = torch.tensor(c[:-1], dtype=torch.long)
+                tail = tail_inputs(batch, len(context), self.device)
+                if tail is not None:
                     cache = copy.deepcopy(first.past_key_values)
                     cache.batch_repeat_interleave(len(batch))
-                    positions = torch.arange(len(context), len(context) + rest, device=self.device)
-                    logits = self.model(input_ids=tail, past_key_values=cache, use_cache=True,
-                                        position_ids=positions.expand(len(batch), -1),
-                                        cache_position=positions).logits
+                    logits = self.model(**tail, past_key_values=cache, use_cache=True).logits
                     rest_logp = F.log_softmax(logits.to(dtype), dim=-1)              # (batch, rest, vocab)
-                for b, c in enumerate(batch):
-                    logp = first_logp.unsqueeze(0) if len(c) == 1 else torch.cat(
-                        [first_logp.unsqueeze(0), rest_logp[b, :len(c) - 1]])       # (len(c), vocab)
-                    target = torch.tensor(c, dtype=torch.long, device=logp.device)
-                    greedy = bool((logp.argmax(dim=-1) == target).all())
-                    answers.append((float(logp.gather(1, target[:, None]).sum()), greedy))
+                answers += continuation_answers(first_logp, batch, rest_logp)
             return answers
 
     SharingContexts.__qualname__ = SharingContexts.__name__ = f"SharingContexts{base.__name__}"
     return SharingContexts
+
+
+def continuation_batches(continuations: list[list[int]], batch_size) -> list[list[list[int]]]:
+    """The continuations of one context in the batches of rows :func:`sharing_contexts` runs them in."""
+    rows = int(batch_size) if str(batch_size).isdigit() else 8
+    return [continuations[s:s + rows] for s in range(0, len(continuations), rows)]
+
+
+def tail_inputs(batch: list[list[int]], context_len: int, device) -> dict | None:
+    """The model inputs of a batch of continuations after a cached context of ``context_len``
+    tokens: each continuation's tokens but its last, right-padded ((rows, rest) ``input_ids``, their
+    positions); ``None`` where every continuation is one token (the context's last position scores it)."""
+    rest = max(len(c) for c in batch) - 1
+    if rest <= 0:
+        return None
+    tail = torch.zeros(len(batch), rest, dtype=torch.long, device=device)
+    for b, c in enumerate(batch):
+        tail[b, :len(c) - 1] = torch.tensor(c[:-1], dtype=torch.long)
+    positions = torch.arange(context_len, context_len + rest, device=device)
+    return {"input_ids": tail, "position_ids": positions.expand(len(batch), -1), "cache_position": positions}
+
+
+def continuation_answers(first_logp: torch.Tensor, batch: list[list[int]],
+                         rest_logp: torch.Tensor | None) -> list[tuple[float, bool]]:
+    """(log-prob, greedy) of each continuation of ``batch`` from the first token's log-probs
+    ``first_logp`` (vocab,) and the later tokens' ``rest_logp`` (rows, rest, vocab)."""
+    answers = []
+    for b, c in enumerate(batch):
+        logp = first_logp.unsqueeze(0) if len(c) == 1 else torch.cat(
+            [first_logp.unsqueeze(0), rest_logp[b, :len(c) - 1]])       # (len(c), vocab)
+        target = torch.tensor(c, dtype=torch.long, device=logp.device)
+        greedy = bool((logp.argmax(dim=-1) == target).all())
+        answers.append((float(logp.gather(1, target[:, None]).sum()), greedy))
+    return answers

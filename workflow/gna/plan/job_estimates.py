@@ -57,7 +57,9 @@ def evaluation_and_probe(s, wc: dict, exp: dict, roles, probe_for: str) -> Estim
 
 
 def critical_heads(s, wc: dict, roles) -> Estimate:
-    """Every head of the two critical layers ablated alone in the minimal model, the tasks of ``roles`` each."""
+    """Every head of the critical layers ablated alone in the minimal model, the tasks of ``roles`` each: two
+    layers, the most the tested rule keeps (it may keep one or none, which the plan cannot know before the
+    removals run), so an upper bound."""
     info = s.info(wc["model"])
     per_layer = {}
     for (layer, kind, h) in info.heads_by_layer:

@@ -1,0 +1,163 @@
+"""Several conditions of one model with each context run once (``eval.shared_prefix``), every tensor
+the shape the condition's own evaluation (:mod:`.shared_prefix`) gives it.
+
+In bfloat16 a kernel's rounding depends on its tensor's shape (a padded batch of contexts rounds a
+row differently from that row alone), so only equal shapes give each condition the answers of its
+own evaluation to the bit. Each context runs alone (one row): the unmodified model's residual
+leaving each condition's layer ``s - 1`` is kept from it, and each condition runs from there to the
+context's last position. Continuations of several tokens run in the same batches of rows on copies
+of the context's cache: a truncation's from the unmodified model's residual on them, a removal's or
+an ablation's on its own path (its later tokens read its own cache of the context). What is shared
+across conditions beyond the layers below them is the read-out: the model's own forward after its
+layers (final norm, LM head, output steps) of every condition's last residual, as one batch checked
+against rows alone (:meth:`SharedContextConditions._read_out`). ``tests/test_prefix_conditions.py``
+holds the answers equal, not close.
+"""
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+
+from ..interventions.vocabulary import applied
+from ..models import adapter_for
+from ..resume.store import fingerprint
+from .condition_start import Enough, is_truncation, starting_at, unmodified
+from .shared_prefix import continuation_answers, continuation_batches, tail_inputs
+
+
+class SharedContextConditions:
+    """The conditions' answers of a recording LM (:func:`.prefix_conditions.recording`) whose base
+    scores each context once (:func:`.shared_prefix.sharing_contexts`): ``conditions``, ``partial``
+    and the base's ``_score_context`` come from the class it is mixed into."""
+
+    _rows_differ = False   # a batched read-out rounded a row differently from that row alone
+
+    def _context_shared_answers(self, requests, starts: list[int]) -> list[list]:
+        """Per condition, the (log-prob, greedy) of each request with each context run once
+        (eval.shared_prefix), every tensor the shape its own evaluation gives it: each context
+        alone, its continuations in the same batches of rows (the same answers to the bit, in
+        bfloat16 too, where kernels round by shape)."""
+        from tqdm import tqdm
+
+        answers: list[list] = [[None] * len(requests) for _ in self.conditions]
+        # a condition changing layer 0 shares nothing: its own evaluation, as it is
+        for c in (c for c, s in enumerate(starts) if s == 0):
+            with applied(self.model, self.conditions[c]):
+                answers[c] = list(super()._loglikelihood_tokens(requests, disable_tqdm=True))
+        later = [c for c, s in enumerate(starts) if s > 0]
+        plain, groups = [], {}
+        for i, (_, context, continuation) in enumerate(requests):
+            if len(context) + len(continuation) > self.max_length + 1:
+                plain.append(i)   # lm-eval truncates it from the left: its own path, in each condition
+            else:
+                groups.setdefault(tuple(context), []).append(i)
+        for c in later if plain else []:
+            with applied(self.model, self.conditions[c]):
+                got = super()._loglikelihood_tokens([requests[i] for i in plain], disable_tqdm=True)
+            for i, a in zip(plain, got):
+                answers[c][i] = a
+        chosen, at = [self.conditions[c] for c in later], [starts[c] for c in later]
+        for context, members in tqdm(groups.items(), disable=not later or self.rank != 0,
+                                     desc="Running loglikelihood requests (conditions share contexts)"):
+            continuations = [requests[i][2] for i in members]
+            key = None if self.partial is None else fingerprint(
+                ["shared context", chosen, at, list(context), continuations])
+            got = None if key is None else self.partial.get(key)
+            if got is None:
+                got = self._context_answers(list(context), continuations, chosen, at)
+                if key is not None:
+                    self.partial.put(key, got)
+            for c, per in zip(later, got):
+                for i, a in zip(members, per):
+                    answers[c][i] = a
+        return answers
+
+    @torch.no_grad()
+    def _context_answers(self, context: list[int], continuations: list[list[int]], chosen: list[list[dict]],
+                         starts: list[int]) -> list[list]:
+        """Per condition of ``chosen`` (starting at ``starts`` > 0), the (log-prob, greedy) of each
+        continuation after ``context``, as :mod:`.shared_prefix` scores it under that condition alone."""
+        dtype = self.softmax_dtype or torch.float32
+        out: list = [None] * len(chosen)
+        several = any(len(c) > 1 for c in continuations)
+        for k, condition in enumerate(chosen):
+            # a removal's or an ablation's later tokens read its own cache of the context: its own path
+            if several and not is_truncation(condition):
+                with applied(self.model, condition):
+                    out[k] = self._score_context(context, continuations)
+        left = [k for k in range(len(chosen)) if out[k] is None]
+        if not left:
+            return out
+        ids = torch.tensor([context], dtype=torch.long, device=self.device)
+        wanted = [starts[k] for k in left]
+        # the context as each condition's own evaluation runs it: one row, its cache kept
+        kept, cache = unmodified(self.model, dict(input_ids=ids, use_cache=True, logits_to_keep=1), wanted,
+                                  whole=several)
+        # each condition's residual leaving the last layer, then the model's own read-out of them all
+        finals = [kept[starts[k]] if is_truncation(chosen[k]) else
+                  self._final_residual(ids, chosen[k], starts[k], kept[starts[k]]) for k in left]
+        firsts = {}
+        for k, logits in zip(left, self._read_out(ids, finals)):
+            firsts[k] = F.log_softmax(logits.to(dtype), dim=-1)     # (vocab,)
+            out[k] = []
+        for batch in continuation_batches(continuations, self.batch_size):
+            tail = tail_inputs(batch, len(context), self.device)
+            rest = dict.fromkeys(left)
+            if tail is not None:   # truncations only: their later tokens run the unmodified layers below them
+                rows = copy.deepcopy(cache)
+                rows.batch_repeat_interleave(len(batch))
+                kept_tail, _ = unmodified(self.model, dict(**tail, past_key_values=rows, use_cache=True),
+                                           wanted, whole=False)
+                for k in left:
+                    with starting_at(self.model, starts[k], kept_tail[starts[k]]), \
+                            applied(self.model, chosen[k]):
+                        logits = self.model(**tail, use_cache=False).logits      # (rows, rest, vocab)
+                    rest[k] = F.log_softmax(logits.to(dtype), dim=-1)
+            for k in left:
+                out[k] += continuation_answers(firsts[k], batch, rest[k])
+        return out
+
+    def _final_residual(self, ids: torch.Tensor, condition: list[dict], start: int,
+                        hidden: torch.Tensor) -> torch.Tensor:
+        """The residual stream leaving the model's last layer (1, ctx, d_model) under ``condition``,
+        run from ``start`` on the unmodified residual ``hidden`` leaving layer ``start - 1``."""
+        last = adapter_for(self.model).describe().n_layers - 1
+        got = {}
+        with starting_at(self.model, start, hidden), applied(self.model, condition):
+            def keep(module, args, output):
+                got["h"] = output[0] if isinstance(output, (tuple, list)) else output
+                raise Enough
+
+            handle = adapter_for(self.model).layers()[last].register_forward_hook(keep)
+            try:
+                self.model(input_ids=ids, use_cache=True, logits_to_keep=1)
+            except Enough:
+                pass
+            finally:
+                handle.remove()
+        return got["h"]
+
+    def _read_out(self, ids: torch.Tensor, finals: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The logits at the last position (vocab,) of each residual of ``finals`` (each (1, ctx,
+        d_model), leaving the last layer) through the model's own forward after its layers (final
+        norm, LM head, any output step), as one batch where that gives each row its bits alone.
+
+        The LM head reads its whole weight per call (Qwen2.5's 152k x 1536 in bf16: 50 ms of a CPU
+        thread), so per condition it would cost a deep forward's worth over Fig. 2's depths; batched,
+        once. Whether a batch rounds a row as it rounds it alone depends on the kernels (this CPU's
+        bf16 ones do), so the batch is checked against its first and last rows alone, and where they
+        differ every row is read out alone from then on."""
+        def run(hidden):   # (rows, ctx, d_model) -> (rows, vocab)
+            with starting_at(self.model, adapter_for(self.model).describe().n_layers, hidden):
+                return self.model(input_ids=ids.expand(len(hidden), -1), use_cache=True,
+                                  logits_to_keep=1).logits[:, -1]
+
+        if len(finals) > 2 and not self._rows_differ:
+            together = run(torch.cat(finals))
+            first, last = run(finals[0]), run(finals[-1])
+            if torch.equal(first[0], together[0]) and torch.equal(last[0], together[-1]):
+                return list(together)
+            self._rows_differ = True
+        return [run(f)[0] for f in finals]
