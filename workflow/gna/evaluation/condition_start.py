@@ -47,7 +47,7 @@ def starting_at(model: nn.Module, start: int, hidden: torch.Tensor | None) -> It
         yield model
 
 
-class Enough(Exception):
+class _Enough(Exception):
     """Raised inside the unmodified forward once every wanted residual is kept."""
 
 
@@ -55,13 +55,14 @@ def residuals_leaving(model: nn.Module, inps: torch.Tensor, starts: list[int]) -
     """{s: the unmodified model's residual stream leaving layer ``s - 1``, (batch, seq, d_model)} for
     each ``s`` > 0 of ``starts``, from one forward of ``inps`` stopped after the last layer wanted."""
     wanted = [s for s in starts if s > 0]
-    return unmodified(model, {"input_ids": inps}, wanted, whole=False)[0] if wanted else {}
+    return residuals_of(model, {"input_ids": inps}, wanted, whole=False)[0] if wanted else {}
 
 
 @torch.no_grad()
-def unmodified(model: nn.Module, inputs: dict, starts: list[int], whole: bool):
-    """({s: the unmodified model's residual stream leaving layer ``s - 1``}, its cache) for one
-    forward of ``inputs``; stopped after the last layer wanted unless ``whole`` (its cache complete)."""
+def residuals_of(model: nn.Module, inputs: dict, starts: list[int], whole: bool):
+    """({s: the residual stream leaving layer ``s - 1``}, the cache) of one forward of ``model`` as it
+    is (the unmodified model, or under a condition) on ``inputs``; stopped after the last layer wanted
+    unless ``whole`` (its cache complete)."""
     layers = adapter_for(model).layers()
     wanted = sorted(set(starts))
     got: dict[int, torch.Tensor] = {}
@@ -70,12 +71,12 @@ def unmodified(model: nn.Module, inputs: dict, starts: list[int], whole: bool):
         def keep(module, args, output, s=s):
             got[s] = output[0] if isinstance(output, (tuple, list)) else output
             if len(got) == len(wanted) and not whole:
-                raise Enough
+                raise _Enough
 
         handles.append(layers[s - 1].register_forward_hook(keep))
     try:
         out = model(**inputs)
-    except Enough:
+    except _Enough:
         out = None
     finally:
         for h in handles:

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from ..interventions.vocabulary import applied
 from ..models import adapter_for
 from ..resume.store import fingerprint
-from .condition_start import Enough, is_truncation, starting_at, unmodified
+from .condition_start import is_truncation, residuals_of, starting_at
 from .shared_prefix import continuation_answers, continuation_batches, tail_inputs
 
 
@@ -93,7 +93,7 @@ class SharedContextConditions:
         ids = torch.tensor([context], dtype=torch.long, device=self.device)
         wanted = [starts[k] for k in left]
         # the context as each condition's own evaluation runs it: one row, its cache kept
-        kept, cache = unmodified(self.model, dict(input_ids=ids, use_cache=True, logits_to_keep=1), wanted,
+        kept, cache = residuals_of(self.model, dict(input_ids=ids, use_cache=True, logits_to_keep=1), wanted,
                                   whole=several)
         # each condition's residual leaving the last layer, then the model's own read-out of them all
         finals = [kept[starts[k]] if is_truncation(chosen[k]) else
@@ -108,7 +108,7 @@ class SharedContextConditions:
             if tail is not None:   # truncations only: their later tokens run the unmodified layers below them
                 rows = copy.deepcopy(cache)
                 rows.batch_repeat_interleave(len(batch))
-                kept_tail, _ = unmodified(self.model, dict(**tail, past_key_values=rows, use_cache=True),
+                kept_tail, _ = residuals_of(self.model, dict(**tail, past_key_values=rows, use_cache=True),
                                            wanted, whole=False)
                 for k in left:
                     with starting_at(self.model, starts[k], kept_tail[starts[k]]), \
@@ -123,21 +123,10 @@ class SharedContextConditions:
                         hidden: torch.Tensor) -> torch.Tensor:
         """The residual stream leaving the model's last layer (1, ctx, d_model) under ``condition``,
         run from ``start`` on the unmodified residual ``hidden`` leaving layer ``start - 1``."""
-        last = adapter_for(self.model).describe().n_layers - 1
-        got = {}
+        n = adapter_for(self.model).describe().n_layers
         with starting_at(self.model, start, hidden), applied(self.model, condition):
-            def keep(module, args, output):
-                got["h"] = output[0] if isinstance(output, (tuple, list)) else output
-                raise Enough
-
-            handle = adapter_for(self.model).layers()[last].register_forward_hook(keep)
-            try:
-                self.model(input_ids=ids, use_cache=True, logits_to_keep=1)
-            except Enough:
-                pass
-            finally:
-                handle.remove()
-        return got["h"]
+            return residuals_of(self.model, dict(input_ids=ids, use_cache=True, logits_to_keep=1), [n],
+                                whole=False)[0][n]
 
     def _read_out(self, ids: torch.Tensor, finals: list[torch.Tensor]) -> list[torch.Tensor]:
         """The logits at the last position (vocab,) of each residual of ``finals`` (each (1, ctx,

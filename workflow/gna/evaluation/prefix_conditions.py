@@ -111,35 +111,12 @@ def recording(base: type) -> type:
                 raise NotShared(f"backend {self.backend}, batch size {self.batch_size}")
             n = adapter_for(self.model).describe().n_layers
             starts = [first_changed_layer(c, n) for c in self.conditions]
-            everyone = list(range(len(self.conditions)))
             if hasattr(self, "_score_context") and shareable(self.model):
+                # each context run once: the shapes of each condition's own evaluation (.context_conditions)
                 self.last_answers = self._context_shared_answers(requests, starts)
-                return self.last_answers[0]
-            # With each context run once (eval.shared_prefix: a base sharing contexts), a continuation
-            # of several tokens costs its context once per condition; from a kept residual it runs
-            # its whole row instead. A condition that runs layers past its start (not a truncation)
-            # scores those requests on the base's own path, under its interventions.
-            own = [c for c in everyone if hasattr(self, "_score_context")
-                   and any(next(iter(spec)) != "truncate" for spec in self.conditions[c])]
-            long = [i for i, r in enumerate(requests) if len(r[2]) > 1] if own else []
-            short = sorted(set(range(len(requests))) - set(long))
-            answers: list[list] = [[None] * len(requests) for _ in everyone]
-
-            def fill(indices, conditions, got):
-                for c, per in zip(conditions, got):
-                    for i, a in zip(indices, per):
-                        answers[c][i] = a
-
-            if short:
-                fill(short, everyone, self._shared_answers([requests[i] for i in short], everyone, starts))
-            cheap = [c for c in everyone if c not in own]
-            if long and cheap:
-                fill(long, cheap, self._shared_answers([requests[i] for i in long], cheap, starts))
-            for c in own if long else []:
-                with applied(self.model, self.conditions[c]):
-                    fill(long, [c], [super()._loglikelihood_tokens([requests[i] for i in long], disable_tqdm=True)])
-            self.last_answers = answers
-            return answers[0]
+            else:
+                self.last_answers = self._shared_answers(requests, list(range(len(self.conditions))), starts)
+            return self.last_answers[0]
 
         def _shared_answers(self, requests, conditions: list[int], starts: list[int]) -> list[list]:
             """Per condition of ``conditions`` (indices), the (log-prob, greedy) of each request, from
