@@ -204,6 +204,28 @@ def test_the_baselines_own_samples_override_the_studys_per_task_and_size_their_p
     assert hours > baseline_task(Study(cfg, Hardware()), {"model": model, "task": "hellaswag_local"}).hours
 
 
+def test_a_task_the_baselines_take_whole_is_planned_whole_not_at_the_studys_sample():
+    from gna.plan import Hardware
+    from gna.plan import estimate as E
+    from gna.plan.jobs import Study
+    from gna.plan.scan_methods import cpu_hardware
+
+    cfg = with_defaults(yaml.safe_load((ROOT / "workflow/configs/real.yaml").read_text()))
+    assert cfg["experiments"]["baselines"]["size"]["winogrande"] is None      # the baselines: all 1,267
+    assert cfg["benchmarks"]["suite"]["size"]["winogrande"] == 40              # the study: 40
+    hw = cpu_hardware(Hardware(), cfg["dtype"], "lm-eval")
+    study = Study(cfg, hw)
+    assert "winogrande_local" not in study.baseline_eval["task_limits"]
+    assert study.eval["task_limits"]["winogrande_local"] == 40
+    assert study.baseline_eval["task_limits"]["hellaswag_local"] == 500
+    assert study.baseline_eval["task_limits"]["mmlu_local"] == cfg["benchmarks"]["mmlu"]["size"]
+    info = study.info("qwen2.5-coder-1.5b")
+    whole, _ = E.eval_tasks(hw, info, ["winogrande_local"], study.baseline_eval)
+    sampled, _ = E.eval_tasks(hw, info, ["winogrande_local"], study.eval)
+    # the evaluation's seconds past the task's setup scale with its documents: 1,267 against 40
+    assert (whole - hw.task_setup_s) / (sampled - hw.task_setup_s) == pytest.approx(1267 / 40, rel=0.01)
+
+
 def test_the_baselines_own_samples_are_built_apart_from_the_studys():
     from gna.plan import dag_jobs
 

@@ -147,6 +147,14 @@ def local_task_docs(config: dict) -> dict[str, int]:
     return out
 
 
+def baseline_limits(study: dict[str, int], own: dict[str, int], suite: list[str]) -> dict[str, int]:
+    """The documents each task holds in the baselines' own samples: ``own`` (:func:`local_task_docs` of
+    experiments.baselines.size), the study's ``study`` for the tasks outside the suite (the MMLU sample);
+    a suite task (``suite``) that ``own`` leaves out is taken whole, so the study's sample no longer
+    limits it."""
+    return {**{t: n for t, n in study.items() if t not in suite}, **own}
+
+
 class Study:
     """The study's config, validated (the schema's defaults filled in: gna.config.schema.with_defaults),
     and the hardware it is planned for. ``results``: the study's results folder, where what earlier jobs
@@ -160,9 +168,10 @@ class Study:
         # the baselines' jobs read their own samples where they have them (experiments.baselines.size)
         own = suite_size(config, self.exps.get("baselines") or {})
         bench = config.get("benchmarks", {})
-        self.baseline_eval = self.eval if own is None else {**self.eval, "task_limits": {
-            **self.eval["task_limits"],
-            **local_task_docs({**config, "benchmarks": {**bench, "suite": {**bench.get("suite", {}), "size": own}}})}}
+        self.baseline_eval = self.eval if own is None else {**self.eval, "task_limits": baseline_limits(
+            self.eval["task_limits"], local_task_docs({**config, "benchmarks": {**bench, "suite": {
+                **bench.get("suite", {}), "size": own}}}), [t + local_suite.SUFFIX for t in local_suite.KNOWLEDGE
+                                                           + local_suite.RETRIEVAL] + [local_bbh.GROUP])}
 
     def info(self, name: str) -> E.ModelInfo:
         if name not in self._info:
