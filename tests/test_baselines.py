@@ -93,6 +93,22 @@ def test_each_task_has_its_interval_chance_and_cpu_per_question_and_a_mean_sums_
     assert "| smollm2-135m | knowledge_mean | acc_norm | none |" in md and "WinoGrande" in md
 
 
+def test_a_cpu_time_that_misses_a_stopped_runs_work_is_shown_as_a_lower_bound():
+    c = costs()
+    c[("smollm2-135m", "piqa_local")].update(resumed=True, reused_units=3, unpriced_units=0)   # all counted
+    c[("smollm2-135m", "hellaswag_local")].update(resumed=True, reused_units=3, unpriced_units=1)
+    c[("smollm2-135m", "kv_n10")].update(resumed=True)   # written before reused units were counted
+    t = B.table(job_rows(), c).set_index(["task", "metric", "filter"])
+    complete = t.cpu_s_complete.groupby(level="task").all()
+    assert complete["piqa_local"] and complete["arc_easy_local"]
+    assert not complete["hellaswag_local"] and not complete["kv_n10"]
+    assert not complete["knowledge_mean"]    # a sum with a lower bound in it
+    md = B.markdown(t.reset_index()).splitlines()
+    row = next(line for line in md if "| hellaswag_local | acc |" in line)
+    assert row.endswith(f"| >={CPU['hellaswag_local']:.1f} | >={CPU['hellaswag_local'] / 500:.3f} |")
+    assert ">=" not in next(line for line in md if "| piqa_local | acc |" in line)
+
+
 def test_a_job_without_its_cost_is_refused():
     with pytest.raises(ValueError, match="kv_n10"):
         B.table(job_rows(), costs(tasks=[t for t in CPU if t != "kv_n10"]))

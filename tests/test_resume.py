@@ -131,8 +131,8 @@ def stopping_after(monkeypatch, n: int | None):
     the list of keys stored."""
     put, stored = PUT, []
 
-    def counting(self, key, value):
-        put(self, key, value)
+    def counting(self, key, value, **kwargs):
+        put(self, key, value, **kwargs)
         stored.append(key)
         if n is not None and len(stored) >= n:
             raise Stop
@@ -222,6 +222,59 @@ def test_a_stopped_evaluation_resumes_in_process(tiny_model, word_tokenizer, tmp
     assert len(stored) == 2  # 10 contexts in units of 3: 4 units, 2 of them kept from the stopped run
     assert "perplexity" in whole
     assert not (tmp_path / ".partial").exists()
+
+
+def test_a_resumed_evaluation_counts_what_its_reused_units_cost_the_stopped_run(tiny_model, word_tokenizer,
+                                                                                 tmp_path, monkeypatch):
+    """A job's CPU seconds (rule baseline's cost) cover every unit: those a stopped run finished are
+    counted at what they cost there, kept beside their answers."""
+    import pickle
+    import sqlite3
+
+    from gna.evaluation.lm_eval_bridge import TaskSuite, evaluate
+    from gna.resume.store import COST, reused_cost, resuming
+
+    suite = TaskSuite(extra={"kv_mc": kv_task(tmp_path, monkeypatch)})
+    model, _ = tiny_model("llama")
+    state = tmp_path / ".partial" / "scores.csv"
+    costs = []
+
+    def run():
+        with resuming(state, "job-1"):
+            evaluate(model, word_tokenizer, ["kv_mc"], suite, batch_size=3, max_length=256)
+            costs.append(reused_cost())
+
+    run()   # uninterrupted: nothing reused
+    assert costs == [{"units": 0, "cpu_s": 0.0, "unpriced_units": 0}]
+    stopping_after(monkeypatch, 2)
+    with pytest.raises(Stop):
+        run()
+    stopping_after(monkeypatch, None)
+    db = sqlite3.connect(state / "state.sqlite")
+    kept = [pickle.loads(v) for (v,) in db.execute("SELECT value FROM units WHERE section LIKE ?", ("%" + COST,))]
+    db.close()
+    assert len(kept) == 2 and all(c > 0 for c in kept)
+    run()
+    assert costs[-1] == {"units": 2, "cpu_s": pytest.approx(sum(kept)), "unpriced_units": 0}
+
+
+def test_a_unit_kept_without_its_cost_is_counted_as_unpriced(tmp_path):
+    from gna.resume.store import PartialState, reused_cost, resuming, section
+
+    d = tmp_path / ".partial" / "out.csv"
+    with pytest.raises(RuntimeError), resuming(d, "k"):
+        s = section("evaluate", 1)
+        s.put("a", [0.5], cpu_s=2.5)
+        s.put("b", [0.25])   # kept by code that did not count its seconds
+        raise RuntimeError
+    assert PartialState(d, "k").resumed == 2   # units, not their cost rows
+    with resuming(d, "k"):
+        s = section("evaluate", 1)
+        for key in ("a", "b"):
+            assert s.get(key) is not None
+            s.reused(key)
+        assert reused_cost() == {"units": 2, "cpu_s": 2.5, "unpriced_units": 1}
+    assert reused_cost() == {"units": 0, "cpu_s": 0.0, "unpriced_units": 0}   # outside any job
 
 
 def test_partial_state_is_keyed_private_to_its_job_and_survives_a_torn_file(tmp_path):

@@ -11,10 +11,10 @@ from gna.jobs.script_job import job
 from gna.models import load_model
 from gna.probes.kv import lm_eval_task_config
 from gna.resume.keys import partial_dir
+from gna.resume.store import reused_cost
 
 with job(snakemake) as log:
     p, task = snakemake.params, snakemake.wildcards.task
-    # a stopped run's finished requests are reused: its CPU seconds are then this run's only
     resumed = (partial_dir(list(snakemake.output)) / "state.sqlite").is_file()
     start = time.process_time()
     model = load_model(p.spec)
@@ -29,16 +29,20 @@ with job(snakemake) as log:
     answers = []
     start = time.process_time()
     rows = evaluation_rows(p.spec, [task], [], p.eval, None, p.fields, model=model, suite=suite, answers=answers)
-    cpu_s = time.process_time() - start
+    # a stopped run's finished requests are reused: what they cost in that run is added to this run's
+    reused = reused_cost()
+    cpu_s = time.process_time() - start + reused["cpu_s"]
     table = answers[0] if answers else None
     rows = with_counts(rows, table)
     items = job_items(table)
     for r in rows.itertuples():
         log.info("%s %s %s = %.4f (n %s)", r.task, r.metric, r.filter, r.value, r.n)
     log.info("%d questions in %.1f CPU s (%.3f s each); loading %.1f CPU s%s", items, cpu_s,
-             cpu_s / max(items, 1), load_s, "; resumed" if resumed else "")
+             cpu_s / max(items, 1), load_s, f"; {reused['units']} units reused, {reused['cpu_s']:.1f} CPU s of "
+             f"them from the stopped run, {reused['unpriced_units']} of unknown cost" if reused["units"] else "")
     write_csv(rows, snakemake.output[0])
     write_answers(answers, snakemake.output.answers)
     write_json({"model": snakemake.wildcards.model, "task": task, "cpu_s": cpu_s, "items": items,
-                "cpu_s_per_item": cpu_s / items if items else None, "load_cpu_s": load_s, "resumed": resumed},
+                "cpu_s_per_item": cpu_s / items if items else None, "load_cpu_s": load_s, "resumed": resumed,
+                "reused_units": reused["units"], "unpriced_units": reused["unpriced_units"]},
                snakemake.output.cost)

@@ -13,12 +13,14 @@ whole contexts), each run through the parent's ``_loglikelihood_tokens`` or ``ge
 one call, which batches it as it would have in one call for all: the same answers as without
 units, to the bit. A unit's answers (exact floats, pickled) are kept in the running job's partial
 state (:mod:`gna.resume.store`) under a digest of its texts and tokens, in a section of the
-evaluation's own settings. Rolling log-likelihoods reach the model through
+evaluation's own settings, with the CPU seconds it took: a resumed job counts what its units cost in
+every run (:func:`gna.resume.store.reused_cost`). Rolling log-likelihoods reach the model through
 ``_loglikelihood_tokens`` and are kept there; sampled generations (``do_sample``) are never kept.
 """
 from __future__ import annotations
 
 import functools
+import time
 
 from ..resume.store import fingerprint
 from .shared_prefix import shareable
@@ -48,8 +50,11 @@ def keeping_finished(base: type) -> type:
                 key = fingerprint([kind, [what for _, _, what in unit]])
                 got = self.partial.get(key)
                 if got is None:
+                    start = time.process_time()
                     got = list(run([r for _, r, _ in unit]))
-                    self.partial.put(key, got)
+                    self.partial.put(key, got, cpu_s=time.process_time() - start)
+                else:
+                    self.partial.reused(key)
                 out.update(zip((i for i, _, _ in unit), got))
             return [out[i] for i in range(len(out))]
 

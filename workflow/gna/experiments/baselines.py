@@ -33,7 +33,7 @@ KV_PREFIX = "kv_n"
 CHANCE = {"arc_easy": 0.25, "arc_challenge": 0.25, "piqa": 0.5, "winogrande": 0.5, "openbookqa": 0.25,
           "hellaswag": 0.25, "mmlu_local": 0.25, "mmlu_local_cloze": 0.25, "lambada_openai": 0.0, "gsm8k": 0.0}
 TABLE_COLUMNS = ["model", "task", "metric", "filter", "value", "n", "ci_low", "ci_high", "chance", "cpu_s",
-                 "items", "cpu_s_per_item"]
+                 "items", "cpu_s_per_item", "cpu_s_complete"]
 KNOWLEDGE_TASKS = tuple(t + SUFFIX for t in KNOWLEDGE)
 # the two knowledge means: (row name, metric, tasks)
 MEANS = (("knowledge_mean", "acc", KNOWLEDGE_TASKS),
@@ -119,6 +119,15 @@ def _per_item(cpu_s: float, items: int) -> float:
     return cpu_s / items if items else math.nan
 
 
+def cpu_complete(cost: dict) -> bool:
+    """Whether a job's CPU seconds cover all its work: a resumed job counts the units it took from the
+    stopped run at what they cost there (``unpriced_units``: those kept without their cost); a resumed
+    job's cost written without that count is its last run's only."""
+    if "unpriced_units" in cost:
+        return int(cost["unpriced_units"]) == 0
+    return not cost.get("resumed", False)
+
+
 def _mean_row(model: str, name: str, metric: str, parts: pd.DataFrame, costs: dict) -> dict:
     p, n = parts.value.astype(float), parts.n.astype(float)
     k = len(parts)
@@ -129,7 +138,8 @@ def _mean_row(model: str, name: str, metric: str, parts: pd.DataFrame, costs: di
     return {"model": model, "task": name, "metric": metric, "filter": "none", "value": mean, "n": int(n.sum()),
             "ci_low": max(0.0, mean - half), "ci_high": min(1.0, mean + half),
             "chance": float(parts.task.map(chance).mean()), "cpu_s": cpu, "items": items,
-            "cpu_s_per_item": _per_item(cpu, items)}
+            "cpu_s_per_item": _per_item(cpu, items),
+            "cpu_s_complete": all(cpu_complete(costs[(model, t)]) for t in parts.task)}
 
 
 def table(rows: pd.DataFrame, costs: dict[tuple[str, str], dict]) -> pd.DataFrame:
@@ -148,7 +158,8 @@ def table(rows: pd.DataFrame, costs: dict[tuple[str, str], dict]) -> pd.DataFram
                         "value": float(r.value), "n": r.n if binary else math.nan,
                         "ci_low": r.ci_low if binary else math.nan, "ci_high": r.ci_high if binary else math.nan,
                         "chance": chance(r.task) if binary else math.nan, "cpu_s": c["cpu_s"],
-                        "items": c["items"], "cpu_s_per_item": _per_item(c["cpu_s"], c["items"])})
+                        "items": c["items"], "cpu_s_per_item": _per_item(c["cpu_s"], c["items"]),
+                        "cpu_s_complete": cpu_complete(c)})
         for name, metric, tasks in MEANS:
             parts = own[(own.metric == metric) & (own["filter"] == "none") & own.task.isin(tasks)]
             if set(parts.task) == set(tasks) and len(parts) == len(tasks):
@@ -168,7 +179,9 @@ def markdown(t: pd.DataFrame, sizes_note: str = "") -> str:
              "`knowledge_mean acc`: the mean `acc` of the six knowledge tasks; `knowledge_mean acc_norm`: the "
              "mean `acc_norm` of the five that have one (WinoGrande scores `acc` only and is left out of it, "
              "never stood in for by its `acc`). LAMBADA's perplexity has no interval. CPU s: "
-             "`time.process_time()` of the evaluation (loading apart); a mean's is its tasks' sum.", ""]
+             "`time.process_time()` of the evaluation (loading apart), a resumed job's over all its runs; a "
+             "mean's is its tasks' sum. `>=`: a lower bound (a resumed job whose stopped run did not keep "
+             "what its finished requests cost).", ""]
     if sizes_note:
         lines += [sizes_note, ""]
     lines += ["| model | task | metric | filter | value | 95% interval | n | chance | CPU s | CPU s / item |",
@@ -176,7 +189,8 @@ def markdown(t: pd.DataFrame, sizes_note: str = "") -> str:
     for r in t.itertuples(index=False):
         interval = "" if pd.isna(r.ci_low) else f"{r.ci_low:.3f}-{r.ci_high:.3f}"
         digits = 2 if r.metric == "perplexity" else 3
+        bound = "" if r.cpu_s_complete else ">="
         lines.append(f"| {r.model} | {r.task} | {r.metric} | {r.filter} | {_fmt(r.value, digits)} | {interval} | "
-                     f"{'' if pd.isna(r.n) else int(r.n)} | {_fmt(r.chance, 2)} | {_fmt(r.cpu_s, 1)} | "
-                     f"{_fmt(r.cpu_s_per_item, 3)} |")
+                     f"{'' if pd.isna(r.n) else int(r.n)} | {_fmt(r.chance, 2)} | {bound}{_fmt(r.cpu_s, 1)} | "
+                     f"{bound}{_fmt(r.cpu_s_per_item, 3)} |")
     return "\n".join(lines) + "\n"

@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 _CURRENT: ContextVar["Callable[[], PartialState] | None"] = ContextVar("gna_partial_state", default=None)
 PARTIAL = ".partial"  # the folder beside a job's outputs that holds its state (gna.resume.keys)
 _STORED = [0]  # units stored by this process, for GNA_PARTIAL_STOP_AFTER
+COST = "/cpu_s"  # a section's CPU seconds per unit live in the section of its name with this suffix
 
 
 def fingerprint(obj) -> str:
@@ -74,14 +75,32 @@ class Section:
                                     (self.name, key)).fetchone()
         return None if row is None else pickle.loads(row[0])
 
-    def put(self, key: str, value) -> None:
+    def put(self, key: str, value, cpu_s: float | None = None) -> None:
+        """Keep a finished unit; ``cpu_s``: the CPU seconds it took, for a resumed job to count them
+        (:meth:`reused`)."""
         with self.state.db:  # one transaction: the unit is stored whole or not at all
             self.state.db.execute("INSERT OR REPLACE INTO units VALUES (?, ?, ?)",
                                   (self.name, key, pickle.dumps(value, protocol=4)))
+            if cpu_s is not None:
+                self.state.db.execute("INSERT OR REPLACE INTO units VALUES (?, ?, ?)",
+                                      (self.name + COST, key, pickle.dumps(float(cpu_s), protocol=4)))
         _STORED[0] += 1
         stop = os.environ.get("GNA_PARTIAL_STOP_AFTER")
         if stop and _STORED[0] >= int(stop):
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+    def reused(self, key: str) -> None:
+        """Count a unit a stopped run finished, taken instead of run: its CPU seconds where that run
+        kept them, else one unit whose cost is unknown (:func:`reused_cost`)."""
+        row = self.state.db.execute("SELECT value FROM units WHERE section = ? AND key = ?",
+                                    (self.name + COST, key)).fetchone()
+        tally = self.state.reused_tally
+        tally["units"] += 1
+        if row is None:
+            tally["unpriced_units"] += 1
+        else:
+            tally["cpu_s"] += pickle.loads(row[0])
 
 
 class PartialState:
@@ -105,7 +124,9 @@ class PartialState:
             for p in self.directory.glob("state.sqlite*"):
                 p.unlink()
             self.db = self._open()
-        self.resumed = self.db.execute("SELECT count(*) FROM units").fetchone()[0]
+        self.resumed = self.db.execute("SELECT count(*) FROM units WHERE section NOT LIKE ?",
+                                       ("%" + COST,)).fetchone()[0]
+        self.reused_tally = {"units": 0, "cpu_s": 0.0, "unpriced_units": 0}
         self._seen: dict[str, int] = {}
 
     def _open(self) -> sqlite3.Connection:
@@ -145,6 +166,7 @@ def resuming(directory, key: str | Callable[[], str]) -> Iterator[None]:
                 log.info("resuming: %d finished units in %s", opened[0].resumed, directory)
         return opened[0]
 
+    open_state.opened = opened
     token = _CURRENT.set(open_state)
     try:
         yield
@@ -176,3 +198,13 @@ def section(name: str, *given) -> Section | None:
     settings and inputs, hashed); ``None`` outside :func:`resuming`."""
     opener = _CURRENT.get()
     return None if opener is None else opener().section(name, *given)
+
+
+def reused_cost() -> dict:
+    """What the running job took from a stopped run instead of running it: ``units``, their ``cpu_s``
+    (the CPU seconds that run spent on them, where it kept them) and ``unpriced_units`` (kept by code
+    that did not count them: ``cpu_s`` is then short of theirs). All zero outside :func:`resuming`
+    or where nothing was reused."""
+    opener = _CURRENT.get()
+    opened = getattr(opener, "opened", None)
+    return dict(opened[0].reused_tally) if opened else {"units": 0, "cpu_s": 0.0, "unpriced_units": 0}
