@@ -79,11 +79,7 @@ class Hardware:
     """lm-eval task building on a CPU from local files, in place of ``task_setup_s``: 0.3 s measured
     for the 91-question local MMLU tasks (their contexts built in the job's log)."""
     cpu_bandwidth_gbs: float = 8.4
-    """A decode step's read of the weights on one CPU core, in place of ``bandwidth_gbs``: fitted on the
-    real baselines' generation jobs (gna.plan.cpu_generation), so it carries HF ``generate``'s Python
-    and the models' early stops too."""
-    cpu_decode_overhead_per_layer_s: float = 0.0
-    """In place of ``decode_overhead_per_layer_s`` on a CPU: none apart, the fitted read carries it."""
+    """A decode step's read of the weights on one CPU core, fitted (gna.plan.cpu_generation)."""
     cpu_load_gbs: float = 1.0
     """Checkpoint read from a local disk, in place of ``load_gbs`` (Qwen2.5-Coder-1.5B's 3.4 GB in 1.9 s
     from the page cache; a cold read is slower)."""
@@ -220,22 +216,17 @@ def eval_tasks(hw: Hardware, info: ModelInfo, tasks, eval_cfg: dict, layers: flo
 
 
 def generation_parts(hw: Hardware, info: ModelInfo, t: dict, batch_size: int, layers: float | None = None) -> dict:
-    """A generation task's (``t``: :func:`task_size`) cost in parts: ``prefill_s``, the decode ``steps``
-    (its batches times ``gen_tokens``: a batch runs until its last row stops, so the whole budget is
-    charged), and per step the ``weight_bytes`` read (the kept layers' share), the batch's FLOPs at the
-    rate (``flops_s``) and the ``layers`` run."""
-    r = rate(hw, info)
-    L = info.n_layers if layers is None else layers
-    prefill = t["docs"] * t["ctx_tokens"] * hw.padding_waste * info.flops_per_token(t["ctx_tokens"], layers,
-                                                                                    logits=False) / r
+    """A generation task ``t``'s parts: ``prefill_s``, decode ``steps`` (batches x ``gen_tokens``: the
+    whole budget), per step the kept layers' ``weight_bytes``, the batch's ``flops_s`` and ``layers``."""
+    r, L, ctx = rate(hw, info), info.n_layers if layers is None else layers, t["ctx_tokens"]
+    prefill = t["docs"] * ctx * hw.padding_waste * info.flops_per_token(ctx, layers, logits=False) / r
     return {"prefill_s": prefill, "steps": math.ceil(t["docs"] / batch_size) * t["gen_tokens"],
             "weight_bytes": info.weight_bytes * L / info.n_layers, "layers": L,
             "flops_s": batch_size * info.flops_per_token(t["ctx_tokens"] + t["gen_tokens"] / 2, layers) / r}
 
 
 def decode_step_s(hw: Hardware, parts: dict) -> float:
-    """One decode step of :func:`generation_parts`: every kept weight read once, or the batch's FLOPs,
-    whichever takes longer, plus the per-layer overhead of HF ``generate``."""
+    """A step: the kept weights read once or the batch's FLOPs, the longer, plus a per-layer overhead."""
     return max(parts["weight_bytes"] / (hw.bandwidth_gbs * GB), parts["flops_s"]) \
         + hw.decode_overhead_per_layer_s * parts["layers"]
 

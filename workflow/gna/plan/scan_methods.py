@@ -52,7 +52,8 @@ def cpu_hardware(hw: Hardware, dtype: str | None = "float32", kind: str | None =
     the kind of work (gna.plan.cpu_rates), whose calibrated efficiency scales the rate."""
     return replace(hw, fwd_tflops=cpu_gflops(hw, dtype) * CPU_EFFICIENCY.get(kind, 1.0) / 1e3,
                    job_overhead_s=hw.cpu_job_overhead_s, task_setup_s=hw.cpu_task_setup_s, load_gbs=hw.cpu_load_gbs,
-                   bandwidth_gbs=hw.cpu_bandwidth_gbs, decode_overhead_per_layer_s=hw.cpu_decode_overhead_per_layer_s,
+                   # the fitted read carries HF generate's Python too: no overhead per layer apart
+                   bandwidth_gbs=hw.cpu_bandwidth_gbs, decode_overhead_per_layer_s=0.0,
                    light_work_s=CPU_LIGHT_WORK_S)
 
 
