@@ -109,6 +109,19 @@ def test_a_cpu_time_that_misses_a_stopped_runs_work_is_shown_as_a_lower_bound():
     assert ">=" not in next(line for line in md if "| piqa_local | acc |" in line)
 
 
+def test_bbh_is_its_groups_row_with_the_jobs_cost_and_its_subtasks_stay_in_the_jobs_rows():
+    group = pd.DataFrame([{"model": "smollm2-135m", "experiment": "baselines", "task": task, "metric": "exact_match",
+                           "filter": "get-answer", "value": v, "n": n, "ci_low": 0.0, "ci_high": 0.5}
+                          for task, v, n in (("bbh_local::bbh_cot_fewshot_navigate_local", 0.25, 4),
+                                             ("bbh_local::bbh_cot_fewshot_snarks_local", 0.5, 4),
+                                             ("bbh_local", 0.375, 8))])
+    c = {**costs(), ("smollm2-135m", "bbh_local"): {"cpu_s": 80.0, "items": 8}}
+    t = B.table(pd.concat([job_rows(), group], ignore_index=True), c)
+    bbh = t[t.task.str.startswith("bbh")]
+    assert list(bbh.task) == ["bbh_local"] and bbh.n.iloc[0] == 8 and bbh.cpu_s_per_item.iloc[0] == 10.0
+    assert "BBH: its group's score" in B.markdown(t)
+
+
 def test_a_job_without_its_cost_is_refused():
     with pytest.raises(ValueError, match="kv_n10"):
         B.table(job_rows(), costs(tasks=[t for t in CPU if t != "kv_n10"]))

@@ -28,6 +28,7 @@ from ..evaluation.local_suite import KNOWLEDGE, SUFFIX
 # Metrics that are a mean of 0/1 per question: their rows carry n and a binomial interval.
 BINARY = ("acc", "acc_norm", "exact_match")
 KV_PREFIX = "kv_n"
+SUBTASK = "::"  # lm-eval's name of a group's subtask in a job's rows: "<group>::<subtask>"
 # Chance of each task's 0/1 metric: 1 / its choices (ARC holds a few 3- and 5-choice questions: 4 stands
 # for them); an open answer (LAMBADA's word, GSM8K's number, BBH's text) has none worth a number.
 CHANCE = {"arc_easy": 0.25, "arc_challenge": 0.25, "piqa": 0.5, "winogrande": 0.5, "openbookqa": 0.25,
@@ -146,6 +147,7 @@ def table(rows: pd.DataFrame, costs: dict[tuple[str, str], dict]) -> pd.DataFram
     """The baselines table (``TABLE_COLUMNS``) from every job's rows (with n and intervals:
     :func:`with_counts`) and ``costs``: (model, task) -> ``{"cpu_s", "items"}``. Per model, its tasks
     in the order of ``rows``, then the knowledge means (``MEANS``) where all their tasks are there."""
+    rows = rows[~rows.task.str.contains(SUBTASK, regex=False)]   # a group's subtasks: its job's rows keep them
     missing = sorted({(m, t) for m, t in zip(rows.model, rows.task)} - set(costs))
     if missing:
         raise ValueError(f"baseline rows of {missing} have no cost (CPU seconds and questions)")
@@ -178,7 +180,8 @@ def markdown(t: pd.DataFrame, sizes_note: str = "") -> str:
              "task, on a mean of tasks the normal interval of a mean of independent proportions. "
              "`knowledge_mean acc`: the mean `acc` of the six knowledge tasks; `knowledge_mean acc_norm`: the "
              "mean `acc_norm` of the five that have one (WinoGrande scores `acc` only and is left out of it, "
-             "never stood in for by its `acc`). LAMBADA's perplexity has no interval. CPU s: "
+             "never stood in for by its `acc`). BBH: its group's score (lm-eval's mean over the subtasks, "
+             "weighted by their items); the job's rows keep each subtask's. LAMBADA's perplexity has no interval. CPU s: "
              "`time.process_time()` of the evaluation (loading apart), a resumed job's over all its runs; a "
              "mean's is its tasks' sum. `>=`: a lower bound (a resumed job whose stopped run did not keep "
              "what its finished requests cost).", ""]
