@@ -79,7 +79,9 @@ def sizes_note(config: dict, task_sources: dict[str, str], n_pairs: int | None, 
     size, key = suite_size(config, own or {}), "experiments.baselines.size"
     if size is None:
         size, key = suite["size"], "benchmarks.suite.size"
-    note = f"Samples (seeded): {key} = {size or 'all'} (a task not named: all its documents), seed {suite['seed']}"
+    shown = (", ".join(f"{t} {n or 'all'}" + (" a subtask" if t == "bbh" and n else "") for t, n in size.items())
+             if isinstance(size, dict) else size or "all")
+    note = f"Samples (seeded): {key}: {shown} (a task not named: all its documents), seed {suite['seed']}"
     if "mmlu" in task_sources.values():
         note += f"; MMLU: {mmlu['size'] or 'all'} questions stratified by subject, seed {mmlu['seed']}"
     if "kv" in task_sources.values():
