@@ -78,7 +78,7 @@ class Hardware:
     cpu_task_setup_s: float = 1.0
     """lm-eval task building on a CPU from local files, in place of ``task_setup_s``: 0.3 s measured
     for the 91-question local MMLU tasks (their contexts built in the job's log)."""
-    cpu_bandwidth_gbs: float = 8.4
+    cpu_bandwidth_gbs: float = 8.24
     """A decode step's read of the weights on one CPU core, fitted (gna.plan.cpu_generation)."""
     cpu_load_gbs: float = 1.0
     """Checkpoint read from a local disk, in place of ``load_gbs`` (Qwen2.5-Coder-1.5B's 3.4 GB in 1.9 s
