@@ -222,7 +222,7 @@ def generation_parts(hw: Hardware, info: ModelInfo, t: dict, batch_size: int, la
     prefill = t["docs"] * ctx * hw.padding_waste * info.flops_per_token(ctx, layers, logits=False) / r
     return {"prefill_s": prefill, "steps": math.ceil(t["docs"] / batch_size) * t["gen_tokens"],
             "weight_bytes": info.weight_bytes * L / info.n_layers, "layers": L,
-            "flops_s": batch_size * info.flops_per_token(t["ctx_tokens"] + t["gen_tokens"] / 2, layers) / r}
+            "flops_s": batch_size * info.flops_per_token(ctx + t["gen_tokens"] / 2, layers) / r}
 
 
 def decode_step_s(hw: Hardware, parts: dict) -> float:

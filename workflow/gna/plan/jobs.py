@@ -170,8 +170,7 @@ class Study:
         bench = config.get("benchmarks", {})
         self.baseline_eval = self.eval if own is None else {**self.eval, "task_limits": baseline_limits(
             self.eval["task_limits"], local_task_docs({**config, "benchmarks": {**bench, "suite": {
-                **bench.get("suite", {}), "size": own}}}), [t + local_suite.SUFFIX for t in local_suite.KNOWLEDGE
-                                                           + local_suite.RETRIEVAL] + [local_bbh.GROUP])}
+                **bench.get("suite", {}), "size": own}}}), list(local_suite.TASKS))}
 
     def info(self, name: str) -> E.ModelInfo:
         if name not in self._info:

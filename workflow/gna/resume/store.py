@@ -34,6 +34,7 @@ _CURRENT: ContextVar["Callable[[], PartialState] | None"] = ContextVar("gna_part
 PARTIAL = ".partial"  # the folder beside a job's outputs that holds its state (gna.resume.keys)
 _STORED = [0]  # units stored by this process, for GNA_PARTIAL_STOP_AFTER
 COST = "/cpu_s"  # a section's CPU seconds per unit live in the section of its name with this suffix
+NOTHING_REUSED = {"units": 0, "cpu_s": 0.0, "unpriced_units": 0}  # reused_cost's tally before any reuse
 
 
 def fingerprint(obj) -> str:
@@ -126,7 +127,7 @@ class PartialState:
             self.db = self._open()
         self.resumed = self.db.execute("SELECT count(*) FROM units WHERE section NOT LIKE ?",
                                        ("%" + COST,)).fetchone()[0]
-        self.reused_tally = {"units": 0, "cpu_s": 0.0, "unpriced_units": 0}
+        self.reused_tally = dict(NOTHING_REUSED)
         self._seen: dict[str, int] = {}
 
     def _open(self) -> sqlite3.Connection:
@@ -207,4 +208,4 @@ def reused_cost() -> dict:
     or where nothing was reused."""
     opener = _CURRENT.get()
     opened = getattr(opener, "opened", None)
-    return dict(opened[0].reused_tally) if opened else {"units": 0, "cpu_s": 0.0, "unpriced_units": 0}
+    return dict(opened[0].reused_tally) if opened else dict(NOTHING_REUSED)
