@@ -80,7 +80,7 @@ def test_topk_at_n_91_cannot_refute_the_papers_effect(tmp_path):
     pd.DataFrame(rows).to_csv(tmp_path / "topk.csv", index=False)
     (r,) = topk_findings.topk(tmp_path, "topk.csv", "c", ["mmlu"], ["knowledge"], {"mmlu_n": 91})
     assert r["verdict"].startswith("not resolved (underpowered: smallest detectable effect"), r
-    assert "retrieval mean's fall, k 0 -> 8 +0.00 [" in r["evidence"] and "paper 0." in r["evidence"]
+    assert "retrieval's fall (items pooled), k 0 -> 8 +0.00 [" in r["evidence"] and "paper 0." in r["evidence"]
 
 
 # --- one table of the paper's effects ----------------------------------------------------------
@@ -240,3 +240,45 @@ def test_the_real_presets_roles_are_counted_from_its_local_samples_not_the_mmlu_
     assert sampled.n_of({"mmlu_n": 150, "task_n": sizes}, "knowledge") == 240
     with pytest.raises(ValueError, match="not a count"):
         sampled.acc(101 / 240, 150)
+
+
+def test_lambada_is_judged_by_its_accuracy_with_its_perplexity_beside(tmp_path):
+    """A LAMBADA-like task scores both: its accuracy (a count over its items) joins the retrieval
+    side's test, pooled with MMLU's over their items, and its perplexity stays beside the verdict."""
+    from gna.report.heads import role_scores
+
+    rows = pd.DataFrame([dict(k=0, task="lam", metric=m, filter="none", value=v)
+                         for m, v in (("perplexity", 50.0), ("acc", 0.26))])
+    scores = role_scores(rows, {"lambada": ["lam"]}, "k")
+    assert scores.loc[0, "lambada_ppl"] == 50.0 and scores.loc[0, "lambada"] == pytest.approx(26.0)
+
+    # MMLU at chance is left out; LAMBADA's accuracy alone carries the claim and its random control
+    table = [dict(model="m", k=0, heads_pct=0.0, mmlu=20.7, lambada=26.0, lambada_ppl=50.3, knowledge=47.5),
+             dict(model="m", k=8, heads_pct=3.0, mmlu=20.7, lambada=10.0, lambada_ppl=152.3, knowledge=45.0,
+                  random_draws=5, random_mmlu=20.7, random_mmlu_min=20.0, random_mmlu_max=20.7,
+                  random_lambada=21.0, random_lambada_min=13.0, random_lambada_max=32.0,
+                  random_lambada_ppl=74.3, random_lambada_ppl_min=43.7, random_lambada_ppl_max=101.6,
+                  random_knowledge=45.4, random_knowledge_min=43.2, random_knowledge_max=47.0)]
+    pd.DataFrame(table).to_csv(tmp_path / "topk.csv", index=False)
+    r = topk_findings.topk(tmp_path, "topk.csv", "c", ["mmlu", "lambada"], ["knowledge"],
+                           {"task_n": {"mmlu": 150, "lambada": 100, "knowledge": 240}})[0]
+    assert r["verdict"] != "n/a", r
+    assert "n = lambada 100, knowledge 240 questions" in r["evidence"]
+    assert "retrieval's fall (items pooled), k 0 -> 8 +0.16 [" in r["evidence"]
+    assert "left out, the unmodified model near chance: mmlu (20.7)" in r["evidence"]
+    assert "lambada perplexity 50.30 -> 152.30" in r["evidence"]
+
+
+def test_the_retrieval_side_pools_tasks_of_unequal_size_over_their_items(tmp_path):
+    """MMLU's 150 and LAMBADA's 100 pool as 250 items: 60/150 and 26/100 right is 86/250, not the
+    mean of the two shares (which is no count over 250)."""
+    row = pd.Series(dict(mmlu=40.0, lambada=26.0))
+    assert topk_findings._pooled(row, ["mmlu", "lambada"], [150, 100]) == pytest.approx(86 / 250)
+    assert topk_findings._pooled(row, ["mmlu", "lambada"], [100, 100]) == pytest.approx(0.33)
+    table = [dict(model="m", k=0, heads_pct=0.0, mmlu=40.0, lambada=26.0, knowledge=47.5),
+             dict(model="m", k=10, heads_pct=3.0, mmlu=30.0, lambada=10.0, knowledge=45.0)]
+    pd.DataFrame(table).to_csv(tmp_path / "topk.csv", index=False)
+    r = topk_findings.topk(tmp_path, "topk.csv", "c", ["mmlu", "lambada"], ["knowledge"],
+                           {"task_n": {"mmlu": 150, "lambada": 100, "knowledge": 240}})[0]
+    assert "n = mmlu 150, lambada 100, knowledge 240 questions" in r["evidence"]
+    assert "retrieval's fall (items pooled), k 0 -> 10 +0.12 [" in r["evidence"]   # (86 - 55) / 250

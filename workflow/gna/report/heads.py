@@ -29,17 +29,20 @@ def _one_filter(sub: pd.DataFrame, metric: str, report_filter: str) -> tuple[pd.
 def role_scores(df: pd.DataFrame, roles: dict[str, list[str]], key: str,
                 report_filter: str = "strict-match") -> pd.DataFrame:
     """Per value of ``key``: one column per role, the role's main metric averaged over its tasks
-    (perplexity for LAMBADA-like tasks, accuracy or exact match otherwise), in percent. Where the
-    metric comes under an lm-eval filter other than none (gsm8k), a ``<role>_filter`` column
-    names the one shown."""
+    (accuracy or exact match), in percent. A LAMBADA-like task adds ``<role>_ppl``, its perplexity
+    (the slides' score for it), beside its accuracy over the same items: an accuracy has a count and
+    an interval, a table's perplexity neither. Where the metric comes under an lm-eval filter other
+    than none (gsm8k), a ``<role>_filter`` column names the one shown."""
     cols = {}
     for role, tasks in roles.items():
         sub = df[df.task.isin(tasks)]
-        for metric in ("perplexity", "acc", "contains", "answer_match", "exact_match"):
+        if (sub.metric == "perplexity").any():
+            rows, _ = _one_filter(sub, "perplexity", report_filter)
+            cols[f"{role}_ppl"] = metric_by(rows, key, tasks, "perplexity")
+        for metric in ("acc", "contains", "answer_match", "exact_match"):
             if (sub.metric == metric).any():
-                scale = 1 if metric == "perplexity" else 100
                 rows, chosen = _one_filter(sub, metric, report_filter)
-                cols[role if metric != "perplexity" else f"{role}_ppl"] = metric_by(rows, key, tasks, metric) * scale
+                cols[role] = metric_by(rows, key, tasks, metric) * 100
                 if chosen != "none":
                     cols[f"{role}_filter"] = pd.Series(chosen, index=cols[role].index)
                 break

@@ -27,15 +27,16 @@ def topk(fig: Path, name: str, claim: str, retrieval: list[str], knowledge: list
     a fall of 5 points and knowledge held.
 
     Where the questions' number is known (:func:`.sampled.n_of`) the claim's parts are judged by
-    :mod:`gna.report.verdict` on their intervals (the tasks pooled, a random mean pooled over its
-    draws; unpaired): the retrieval mean's fall beyond 5 points against the paper's (``paper``, the
+    :mod:`gna.report.verdict` on their intervals (the tasks' items pooled, a random mean pooled over
+    its draws; unpaired): retrieval's fall beyond 5 points against the paper's (``paper``, the
     paper effects' claim: ``arc_letter`` where the letter-format ARC-C is the retrieval task, else ``topk``; each task's at the paper's
     largest k whose share of heads is at most ours, scaled to the model), ranked removal's retrieval
     mean below the random draws' (no paper number: the slides have no random control; one draw
     cannot hold), and knowledge's fall within ``knowledge_tolerance`` against the paper's.
 
-    A retrieval task the table scores by perplexity (``<task>_ppl``: LAMBADA, as the slides) is shown
-    beside the verdict, not in it (:func:`_perplexities`). Where the table has the positive control
+    A LAMBADA-like task is judged by its accuracy, as the other tasks, and its perplexity
+    (``<task>_ppl``, the slides' score) is shown beside the verdict, not in it (:func:`_perplexities`):
+    a table's perplexity has no count and no interval. Where the table has the positive control
     (``kv``: each removal's KV accuracy, ``topk_removal.kv_control``) it is judged too
     (:func:`_kv_control`); where removing the top heads is not shown to cost KV more than random heads,
     the evidence says "control failed" and a refutation is no longer one ("not resolved (control
@@ -117,9 +118,8 @@ def topk(fig: Path, name: str, claim: str, retrieval: list[str], knowledge: list
 
 
 def _perplexities(before, after, tasks: list[str]) -> str:
-    """A perplexity-scored retrieval task's rise (LAMBADA as the slides score it), ranked beside random:
-    shown, not judged (a table's perplexity has no interval; its items' accuracy would be judged as the
-    other tasks are)."""
+    """A LAMBADA-like task's perplexity rise (the slides' score for it), ranked beside random: shown,
+    not judged (a table's perplexity has no interval; the same items' accuracy is judged)."""
     def shown(task: str) -> str:
         col, rnd = f"{task}_ppl", f"random_{task}_ppl"
         spread = (f" (random {after[rnd]:.2f} [{after[f'{rnd}_min']:.2f}, {after[f'{rnd}_max']:.2f}])"
@@ -154,9 +154,11 @@ def _kv_control(after, st: dict) -> tuple[bool, str] | None:
                                             "KV retrieval more than random heads)")
 
 
-def _pooled(row, tasks: list[str], column: str = "{}") -> float:
-    """The mean of ``tasks``' percent scores in ``row`` (``column`` names each task's), in 0-1."""
-    return sum(row[column.format(task)] for task in tasks) / len(tasks) / 100
+def _pooled(row, tasks: list[str], sizes: list[int], column: str = "{}") -> float:
+    """``tasks``' percent scores in ``row`` (``column`` names each task's) pooled over their items
+    (``sizes``: each task's), in 0-1: the share right of all the tasks' items, a count over their sum
+    (the mean of the scores where the tasks are of one size)."""
+    return sum(row[column.format(task)] * k for task, k in zip(tasks, sizes)) / sum(sizes) / 100
 
 
 def _topk_parts(before, after, retrieval: list[str], knowledge: list[str], with_control: list[str],
@@ -174,18 +176,18 @@ def _topk_parts(before, after, retrieval: list[str], knowledge: list[str], with_
         if e is not None and e.published:
             papers.append(e.scaled(before[task] / 100, chance_of(task, st["mmlu_chance"])))
     paper = sum(papers) / len(papers) if papers else None
-    parts = [part(f"retrieval mean's fall, k {int(before.k)} -> {int(after.k)}", _pooled(before, retrieval),
-                  _pooled(after, retrieval), n, 0.05, paper)]
+    parts = [part(f"retrieval's fall (items pooled), k {int(before.k)} -> {int(after.k)}", _pooled(before, retrieval, sizes),
+                  _pooled(after, retrieval, sizes), n, 0.05, paper)]
     draws = int(after.random_draws) if pd.notna(after.get("random_draws")) else 1
     if with_control and len(with_control) == len(retrieval):
-        pooled = round(_pooled(after, retrieval, "random_{}") * n * draws) / (n * draws)
-        parts.append(part(f"random minus ranked retrieval mean at k {int(after.k)} ({draws} draw{'s' * (draws > 1)} pooled)", pooled,
-                          _pooled(after, retrieval), n * draws, 0.0, None, n_second=n))
+        pooled = round(_pooled(after, retrieval, sizes, "random_{}") * n * draws) / (n * draws)
+        parts.append(part(f"random minus ranked retrieval (items pooled) at k {int(after.k)} ({draws} draw{'s' * (draws > 1)} pooled)", pooled,
+                          _pooled(after, retrieval, sizes), n * draws, 0.0, None, n_second=n))
     e_kn = [at_share(claim, task, share) for task in knowledge]
     kn_chance = st.get("knowledge_chance")
     kn_paper = [e.scaled(before[task] / 100, kn_chance if kn_chance is not None else e.chance / 100)
                 for task, e in zip(knowledge, e_kn) if e is not None and e.published]
-    parts.append(part("knowledge's fall", _pooled(before, knowledge), _pooled(after, knowledge), n_kn,
+    parts.append(part("knowledge's fall", _pooled(before, knowledge, kn_sizes), _pooled(after, knowledge, kn_sizes), n_kn,
                       st["knowledge_tolerance"], sum(kn_paper) / len(kn_paper) if kn_paper else None, above=False))
     verdict = claim_verdict(parts)
     note = ""
