@@ -18,6 +18,6 @@ with job(snakemake) as log:
              fall["candidates"])
     write_csv(table, snakemake.output.table)
     write_json({"minimal_depth": depth, "tolerance": p.tolerance, "test": "paired",
-                "rule": "the smallest depth from which no depth's paired 95% interval of its MMLU drop from the "
-                        "full model lies wholly above the tolerance", **fall,
+                "rule": "the smallest depth from which no depth's MMLU drop from the full model is beyond the "
+                        "tolerance by point estimate with its paired 95% interval wholly above zero", **fall,
                 "depths": depths.to_dict(orient="records")}, snakemake.output.minimal)

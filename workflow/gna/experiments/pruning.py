@@ -5,8 +5,8 @@ draws its figures; :mod:`gna.report.findings.pruning` judges the paper's claims 
 
 The minimal depth and the critical layers are chosen on each question's answer (the jobs'
 ``*.answers.csv``, :mod:`gna.evaluation.paired`), so that a choice does not turn on the noise of a
-sample: a depth is cut only where its drop is beyond the tolerance, a layer is critical only where its
-MMLU loss is beyond noise and its knowledge drop is shown to be small.
+sample: a depth is cut only where its drop is beyond the tolerance and beyond noise, a layer is
+critical only where its MMLU loss is beyond noise and its knowledge drop is shown to be small.
 """
 from __future__ import annotations
 
@@ -45,11 +45,14 @@ def depth_table(gradual: pd.DataFrame, mmlu_tasks: list[str], tolerance: float,
     drop from the full model's, and whether the depth *holds*.
 
     With ``answers`` (depth -> that depth's answers, :mod:`gna.evaluation.items`), the drop carries its
-    paired 95% interval (Newcombe, over the MMLU tasks' questions pooled) and a depth holds unless
-    that interval lies wholly above ``tolerance``: a depth is given up only where the data exclude a
-    drop within the tolerance, not where one answer tips a point estimate over it. Without answers
-    (an older result) a depth holds where its point estimate is within ``tolerance`` (``test``
-    ``point``). Columns: depth, mmlu, drop, low, high, holds, test."""
+    paired 95% interval (Newcombe, over the MMLU tasks' questions pooled) and a depth is given up only
+    where its loss is both material and real: its point estimate beyond ``tolerance`` *and* its
+    interval wholly above zero. A drop over the tolerance that the sample cannot tell from none keeps
+    the depth (one answer does not tip it), and a significant loss beyond the tolerance cuts it, as the
+    paper's minimal model keeps the full model's MMLU (Llama-3.1-8B: 66.3 at layers 0..17). Requiring
+    the interval to clear the tolerance itself would keep, at 150 questions, a real loss of twice it.
+    Without answers (an older result) a depth holds where its point estimate is within ``tolerance``
+    (``test`` ``point``). Columns: depth, mmlu, drop, low, high, holds, test."""
     mmlu = metric_by(gradual, "depth", mmlu_tasks)
     full = int(mmlu.index.max())
     rows = []
@@ -63,17 +66,18 @@ def depth_table(gradual: pd.DataFrame, mmlu_tasks: list[str], tolerance: float,
         second = _answered(answers.get(int(d)), mmlu_tasks, f"depth {int(d)}")
         low, high = pooled(first, second, mmlu_tasks).interval()
         rows.append(dict(depth=int(d), mmlu=float(mmlu[d]), drop=drop, low=low, high=high,
-                         holds=bool(low <= tolerance), test="paired"))
+                         holds=bool(not (drop > tolerance and low > 0)), test="paired"))
     return pd.DataFrame(rows, columns=["depth", "mmlu", "drop", "low", "high", "holds", "test"])
 
 
 def minimal_depth(gradual: pd.DataFrame, mmlu_tasks: list[str], tolerance: float, at_least: int = 2,
                   answers: dict[int, pd.DataFrame] | None = None) -> int:
     """The paper's "minimal model" (Llama-3.1-8B: layers 0..17, so L = 18): the smallest depth L such
-    that every depth >= L holds by :func:`depth_table`: with ``answers``, no depth from L up has a
-    paired 95% interval of its MMLU drop from the full model lying wholly above ``tolerance``; without,
-    every point estimate within ``tolerance``. Never below ``at_least`` (a one-layer model has no layer
-    to remove beside the one that carries everything) unless the model is shallower."""
+    that every depth >= L holds by :func:`depth_table`: with ``answers``, no depth from L up has an
+    MMLU drop from the full model beyond ``tolerance`` by point estimate with its paired 95% interval
+    wholly above zero; without, every point estimate within ``tolerance``. Never below ``at_least``
+    (a one-layer model has no layer to remove beside the one that carries everything) unless the
+    model is shallower."""
     table = depth_table(gradual, mmlu_tasks, tolerance, answers).set_index("depth")
     table = table[table.index >= min(at_least, int(table.index.max()))]
     depth = int(table.index.max())
