@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -326,7 +327,8 @@ def test_a_stopped_shared_conditions_evaluation_resumes_in_process(tiny_model, w
 
     suite = TaskSuite(extra={"kv_mc": kv_task(tmp_path, monkeypatch)})
     model, _ = tiny_model("llama")
-    conditions = [[{"truncate": 1}], [{"truncate": 2}], [{"drop_layer": 1}], [{"ablate_heads": [[1, 0, "attention"]]}]]
+    conditions = [[{"truncate": 1}], [{"truncate": 2}], [{"drop_layer": 1}], [{"ablate_heads": [[1, 0, "attention"]]}],
+                  [{"drop_layer": 0}]]   # with contexts shared, layer 0's removal is its own evaluation, kept whole
 
     def run(key=None):
         if key is None:
@@ -338,7 +340,38 @@ def test_a_stopped_shared_conditions_evaluation_resumes_in_process(tiny_model, w
 
     whole, resumed, stored = stopped_then_resumed(monkeypatch, run, stop=2)
     assert resumed == whole
-    # 10 prompts, one row each, in batches of 3 (4 units) or a context each (10 units): the stopped run kept 2,
-    # the resumed one stores only the rest
-    assert len(stored) == (10 if shared_prefix else 4) - 2
+    # 10 prompts, one row each, in batches of 3 (4 units) or a context each (10 units, after layer 0's removal,
+    # one unit): the stopped run kept 2, the resumed one stores only the rest
+    assert len(stored) == (11 if shared_prefix else 4) - 2
     assert not (tmp_path / ".partial").exists()
+
+
+def test_a_shared_batch_job_resumes_from_its_own_state_apart_from_its_first_conditions(tmp_path, monkeypatch):
+    """The batch job of a rule whose conditions share work (gna.experiments.shared_conditions) evaluates
+    inside its own resuming state, beside its first output but apart from that condition's own state:
+    a stopped batch keeps what it finished, the next run reads it, and success removes it."""
+    from snakemake.iocontainers import Params
+
+    from gna.experiments import shared_conditions
+    from gna.resume.store import section
+
+    out = tmp_path / "individual" / "layer0.csv"
+    batch = SimpleNamespace(rule="batch_individual_pruning_1", input=[], output=[str(out)], log=[], threads=1,
+                            config={}, wildcards={}, params=Params(fromdict={"jobs": []}))
+
+    def stopped(jobs, objects):
+        section("evaluate_conditions", "tasks").put("context 1", [(-0.5, True)])
+        raise Stop
+
+    monkeypatch.setattr(shared_conditions, "run_shared", stopped)
+    with pytest.raises(Stop):
+        shared_conditions.run_shared_batch(batch)
+    assert (out.parent / ".partial" / "layer0.csv.batch" / "state.sqlite").is_file()
+    assert not (out.parent / ".partial" / "layer0.csv").exists()
+
+    found = []
+    monkeypatch.setattr(shared_conditions, "run_shared",
+                        lambda jobs, objects: found.append(section("evaluate_conditions", "tasks").get("context 1")))
+    shared_conditions.run_shared_batch(batch)
+    assert found == [[(-0.5, True)]]
+    assert not (out.parent / ".partial").exists()

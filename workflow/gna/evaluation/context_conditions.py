@@ -16,6 +16,7 @@ holds the answers equal, not close.
 from __future__ import annotations
 
 import copy
+import time
 
 import torch
 import torch.nn.functional as F
@@ -25,6 +26,11 @@ from ..models import adapter_for
 from ..resume.store import fingerprint
 from .condition_start import is_truncation, residuals_of, starting_at
 from .shared_prefix import continuation_answers, continuation_batches, tail_inputs
+
+
+def _tokens(requests) -> list:
+    """What the model sees of ``requests`` (lm-eval's (strings, context, continuation) tuples)."""
+    return [[list(context), list(continuation)] for _, context, continuation in requests]
 
 
 class SharedContextConditions:
@@ -42,10 +48,10 @@ class SharedContextConditions:
         from tqdm import tqdm
 
         answers: list[list] = [[None] * len(requests) for _ in self.conditions]
-        # a condition changing layer 0 shares nothing: its own evaluation, as it is
+        # a condition changing layer 0 shares nothing: its own evaluation, as it is, kept whole
         for c in (c for c, s in enumerate(starts) if s == 0):
-            with applied(self.model, self.conditions[c]):
-                answers[c] = list(super()._loglikelihood_tokens(requests, disable_tqdm=True))
+            answers[c] = self._kept(["own evaluation", self.conditions[c], _tokens(requests)],
+                                    lambda c=c: self._own(c, requests))
         later = [c for c, s in enumerate(starts) if s > 0]
         plain, groups = [], {}
         for i, (_, context, continuation) in enumerate(requests):
@@ -54,25 +60,42 @@ class SharedContextConditions:
             else:
                 groups.setdefault(tuple(context), []).append(i)
         for c in later if plain else []:
-            with applied(self.model, self.conditions[c]):
-                got = super()._loglikelihood_tokens([requests[i] for i in plain], disable_tqdm=True)
+            truncated = [requests[i] for i in plain]
+            got = self._kept(["own evaluation", self.conditions[c], _tokens(truncated)],
+                             lambda c=c: self._own(c, truncated))
             for i, a in zip(plain, got):
                 answers[c][i] = a
         chosen, at = [self.conditions[c] for c in later], [starts[c] for c in later]
         for context, members in tqdm(groups.items(), disable=not later or self.rank != 0,
                                      desc="Running loglikelihood requests (conditions share contexts)"):
             continuations = [requests[i][2] for i in members]
-            key = None if self.partial is None else fingerprint(
-                ["shared context", chosen, at, list(context), continuations])
-            got = None if key is None else self.partial.get(key)
-            if got is None:
-                got = self._context_answers(list(context), continuations, chosen, at)
-                if key is not None:
-                    self.partial.put(key, got)
+            got = self._kept(["shared context", chosen, at, list(context), continuations],
+                             lambda: self._context_answers(list(context), continuations, chosen, at))
             for c, per in zip(later, got):
                 for i, a in zip(members, per):
                     answers[c][i] = a
         return answers
+
+    def _own(self, c: int, requests) -> list:
+        """Condition ``c``'s answers to ``requests`` from its own evaluation (lm-eval's, unshared)."""
+        with applied(self.model, self.conditions[c]):
+            return list(super()._loglikelihood_tokens(requests, disable_tqdm=True))
+
+    def _kept(self, what: list, compute):
+        """``compute()``, or the answers a stopped run of this job kept for ``what`` (plain data naming
+        the unit: its conditions and tokens); a finished unit is kept with its CPU seconds
+        (:mod:`gna.resume`). Outside a resuming job (``partial`` None), ``compute()`` alone."""
+        if self.partial is None:
+            return compute()
+        key = fingerprint(what)
+        got = self.partial.get(key)
+        if got is None:
+            start = time.process_time()
+            got = compute()
+            self.partial.put(key, got, cpu_s=time.process_time() - start)
+        else:
+            self.partial.reused(key)
+        return got
 
     @torch.no_grad()
     def _context_answers(self, context: list[int], continuations: list[list[int]], chosen: list[list[dict]],

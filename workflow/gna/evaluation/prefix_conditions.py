@@ -53,7 +53,7 @@ from torch import nn
 
 from ..interventions.vocabulary import applied, first_changed_layer
 from ..models import adapter_for
-from ..resume.store import fingerprint, section
+from ..resume.store import section
 from .condition_start import residuals_leaving, starting_at
 from .context_conditions import SharedContextConditions
 from .shared_prefix import shareable
@@ -140,14 +140,10 @@ def recording(base: type) -> type:
                            for r, ctx, cont in chunk]
                 chosen = [self.conditions[c] for c in conditions]
                 # a stopped job's finished batch (the same batches: lm-eval's order, fixed by the requests)
-                key = None if self.partial is None else fingerprint(
-                    ["shared batch", chosen, [starts[c] for c in conditions], batched,
-                     [[list(cont) for _, cont, _ in m] for m in members]])
-                got = None if key is None else self.partial.get(key)
-                if got is None:
-                    got = self._batch_answers(batched, spans, members, chosen, [starts[c] for c in conditions])
-                    if key is not None:
-                        self.partial.put(key, got)
+                at = [starts[c] for c in conditions]
+                tokens = [[list(cont) for _, cont, _ in m] for m in members]
+                got = self._kept(["shared batch", chosen, at, batched, tokens],
+                                 lambda: self._batch_answers(batched, spans, members, chosen, at))
                 for c, answers in enumerate(got):
                     res[c] += answers
             return [re_ord.get_original(r) for r in res]

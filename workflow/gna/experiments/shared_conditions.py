@@ -100,11 +100,15 @@ def run_shared_batch(snakemake) -> None:
     """The batch job of a shared rule (workflow/scripts/batch.py): :func:`run_shared` over its
     conditions, ending as :func:`gna.jobs.condition_batches.run_conditions` does."""
     from ..jobs.condition_batches import condition_object
-    from ..jobs.script_job import end_script_job, exit_with_user_error, user_failure
+    from ..jobs.script_job import end_script_job, exit_with_user_error, resuming_job, user_failure
 
     jobs = list(snakemake.params.jobs)
     try:
-        run_shared(jobs, [condition_object(j, snakemake.threads, snakemake.config) for j in jobs])
+        # the shared evaluation keeps its finished units beside the batch's first output, keyed by
+        # the batch job (its conditions are in its params), apart from its first condition's own
+        # state (the same first output): a stopped batch resumes from them
+        with resuming_job(snakemake, suffix=".batch"):
+            run_shared(jobs, [condition_object(j, snakemake.threads, snakemake.config) for j in jobs])
     except BaseException as e:  # as a condition's own job: the user's error in one line, the traceback in its log
         if not user_failure(snakemake, e):
             raise

@@ -104,7 +104,7 @@ def job(snakemake):
     the traceback stays in the log.
 
     A head scan or an evaluation inside the block resumes from the part a stopped run of the same
-    job finished (:func:`_resuming`).
+    job finished (:func:`resuming_job`).
 
     In a Snakemake script job the process ends when the block ends (``os._exit(0)`` once the
     log and streams are flushed): the interpreter's teardown of torch, transformers and lm-eval
@@ -123,7 +123,7 @@ def job(snakemake):
     user_error = None
     try:
         _start_model_job(snakemake)
-        with _resuming(snakemake):
+        with resuming_job(snakemake):
             yield logging.getLogger(f"gna.{snakemake.rule}")
     except BaseException as e:
         logging.getLogger("gna").exception("rule %s failed", snakemake.rule)
@@ -142,10 +142,11 @@ def job(snakemake):
     end_script_job(snakemake)
 
 
-def _resuming(snakemake):
+def resuming_job(snakemake, suffix: str = ""):
     """The job's head scans and evaluations keep what they finish in ``.partial/`` beside its first
-    output, keyed by its inputs, settings and code (:mod:`gna.resume`), and resume from it after a
-    stop; removed when the job succeeds. The key is computed only when a loop first asks for it."""
+    output (the first output's name plus ``suffix``: a batch's state apart from its first
+    condition's), keyed by its inputs, settings and code (:mod:`gna.resume`), and resume from it
+    after a stop; removed when the job succeeds. The key is computed only when a loop first asks."""
     from ..resume.keys import job_key, partial_dir
     from ..resume.store import resuming
 
@@ -155,7 +156,8 @@ def _resuming(snakemake):
     def key() -> str:
         return job_key(snakemake.rule, part("input"), part("params"), part("wildcards"), part("output"))
 
-    return resuming(partial_dir(part("output")), key)
+    directory = partial_dir(part("output"))
+    return resuming(directory if directory is None or not suffix else directory.with_name(directory.name + suffix), key)
 
 
 def end_script_job(snakemake) -> None:
