@@ -16,7 +16,6 @@ holds the answers equal, not close.
 from __future__ import annotations
 
 import copy
-import time
 
 import torch
 import torch.nn.functional as F
@@ -85,17 +84,7 @@ class SharedContextConditions:
         """``compute()``, or the answers a stopped run of this job kept for ``what`` (plain data naming
         the unit: its conditions and tokens); a finished unit is kept with its CPU seconds
         (:mod:`gna.resume`). Outside a resuming job (``partial`` None), ``compute()`` alone."""
-        if self.partial is None:
-            return compute()
-        key = fingerprint(what)
-        got = self.partial.get(key)
-        if got is None:
-            start = time.process_time()
-            got = compute()
-            self.partial.put(key, got, cpu_s=time.process_time() - start)
-        else:
-            self.partial.reused(key)
-        return got
+        return compute() if self.partial is None else self.partial.kept(fingerprint(what), compute)
 
     @torch.no_grad()
     def _context_answers(self, context: list[int], continuations: list[list[int]], chosen: list[list[dict]],

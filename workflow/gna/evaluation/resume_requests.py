@@ -20,7 +20,6 @@ every run (:func:`gna.resume.store.reused_cost`). Rolling log-likelihoods reach 
 from __future__ import annotations
 
 import functools
-import time
 
 from ..resume.store import fingerprint
 from .shared_prefix import shareable
@@ -48,13 +47,7 @@ def keeping_finished(base: type) -> type:
             out = {}
             for unit in tqdm(units, disable=disable_tqdm or self.rank != 0, desc=f"{kind} (units kept)"):
                 key = fingerprint([kind, [what for _, _, what in unit]])
-                got = self.partial.get(key)
-                if got is None:
-                    start = time.process_time()
-                    got = list(run([r for _, r, _ in unit]))
-                    self.partial.put(key, got, cpu_s=time.process_time() - start)
-                else:
-                    self.partial.reused(key)
+                got = self.partial.kept(key, lambda: list(run([r for _, r, _ in unit])))
                 out.update(zip((i for i, _, _ in unit), got))
             return [out[i] for i in range(len(out))]
 

@@ -66,7 +66,7 @@ def depth_table(gradual: pd.DataFrame, mmlu_tasks: list[str], tolerance: float,
         second = _answered(answers.get(int(d)), mmlu_tasks, f"depth {int(d)}")
         low, high = pooled(first, second, mmlu_tasks).interval()
         rows.append(dict(depth=int(d), mmlu=float(mmlu[d]), drop=drop, low=low, high=high,
-                         holds=bool(not (drop > tolerance and low > 0)), test="paired"))
+                         holds=not (drop > tolerance and low > 0), test="paired"))
     return pd.DataFrame(rows, columns=["depth", "mmlu", "drop", "low", "high", "holds", "test"])
 
 

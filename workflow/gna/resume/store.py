@@ -24,6 +24,7 @@ import pickle
 import shutil
 import signal
 import sqlite3
+import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -90,6 +91,18 @@ class Section:
         if stop and _STORED[0] >= int(stop):
             os.kill(os.getpid(), signal.SIGKILL)
 
+
+    def kept(self, key: str, compute: Callable[[], object]):
+        """The unit ``key`` a stopped run finished (counted by :meth:`reused`), else ``compute()``,
+        kept with the CPU seconds it took."""
+        got = self.get(key)
+        if got is None:
+            start = time.process_time()
+            got = compute()
+            self.put(key, got, cpu_s=time.process_time() - start)
+        else:
+            self.reused(key)
+        return got
 
     def reused(self, key: str) -> None:
         """Count a unit a stopped run finished, taken instead of run: its CPU seconds where that run
