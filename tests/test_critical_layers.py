@@ -6,9 +6,10 @@ import pandas as pd
 import pytest
 
 from gna.evaluation.items import COLUMNS
-from gna.experiments.head_selection import NO_CRITICAL_LAYER, keeping_plan, keeping_roles
+from gna.experiments.head_selection import NO_CRITICAL_LAYER, keeping_plan, keeping_roles, no_critical_note
 from gna.experiments.pruning import (MissingAnswersError, critical_layers, critical_table, depth_table,
-                                     fall_candidates, holm, minimal_depth, table1_layers)
+                                     fall_candidates, holm, knowledge_floor, minimal_depth, table1_layers,
+                                     undecided_layers)
 
 
 def answers(**tasks) -> pd.DataFrame:
@@ -77,6 +78,31 @@ def test_a_layer_that_breaks_knowledge_is_not_critical_and_the_margin_scales_wit
     # knowledge near its chance: a tenth of little above it is a margin no interval fits in
     near = critical_table(*args, knowledge_chance=0.85).set_index("layer")
     assert near.knowledge_margin[1] == pytest.approx(0.005) and critical_layers(near.reset_index()) == []
+
+
+def test_no_critical_layer_is_a_finding_only_where_the_sample_settles_every_collapsed_layer():
+    base = answers(mmlu=BASE_MMLU, know=BASE_KNOW)
+    layers = {0: answers(mmlu=changed(BASE_MMLU, 12), know=changed(BASE_KNOW, 200)),   # knowledge broken
+              1: answers(mmlu=changed(BASE_MMLU, 12), know=BASE_KNOW),                 # knowledge unchanged
+              2: answers(mmlu=BASE_MMLU, know=BASE_KNOW)}                              # MMLU unchanged
+    args = (rows_of(layers), ["mmlu"], ["know"], 0.70, 0.90, base, layers)
+    t = critical_table(*args).set_index("layer")
+    assert list(t.decided) == [True, True, True] and t.knowledge_lost[0] and list(t.critical) == [False, True, False]
+    # knowledge near its chance: a margin of 0.005 that no interval on 400 questions fits in, even with
+    # no answer changed, leaves the collapsed layer open instead of calling it "not critical"
+    near = critical_table(*args, knowledge_chance=0.85).set_index("layer")
+    floor = knowledge_floor(base, ["know"])
+    assert near.knowledge_margin[1] == pytest.approx(0.005) and near.knowledge_margin[1] < floor
+    assert near.knowledge_high[1] == pytest.approx(floor)
+    assert critical_layers(near.reset_index()) == [] and undecided_layers(near.reset_index()) == [1]
+    assert near.decided[0] and near.decided[2]                # knowledge shown lost; MMLU kept
+    note = no_critical_note({"table1_layers": [], "undecided_layers": [1], "knowledge_within": 0.005,
+                             "knowledge_floor": floor})
+    assert note.startswith("n/a: critical layers not resolved (MMLU collapses without L1")
+    assert f"the narrowest interval here is +-{floor:.3f}" in note
+    assert no_critical_note({"table1_layers": [], "undecided_layers": []}) == NO_CRITICAL_LAYER
+    roles, why = keeping_roles("discovered", "both", 3, layers=[], none=note)
+    assert roles is None and why == note
 
 
 def test_pooled_knowledge_tasks_and_a_refusal_without_answers():
@@ -169,6 +195,14 @@ def test_fig3_findings_take_the_tested_critical_layers_where_the_run_has_them(tm
     (tmp_path / "m.critical.json").write_text(json.dumps(tested))
     r = pruning_findings.individual(tmp_path, critical_json=str(tmp_path / "{model}.critical.json"))[0]
     assert r["verdict"] == "partly" and "McNemar, Holm over 3 layers" in r["evidence"]
+    assert "(no layer collapses MMLU with knowledge kept: no critical layer)" in r["evidence"]
+    # the same collapse, left open by the sample: not called "no critical layer"
+    (tmp_path / "m.critical.json").write_text(json.dumps({**tested, "undecided_layers": [1], "knowledge_within": 0.009,
+                                                          "knowledge_floor": 0.016}))
+    r = pruning_findings.individual(tmp_path, critical_json=str(tmp_path / "{model}.critical.json"))[0]
+    assert "no critical layer" not in r["evidence"]
+    assert ("no layer shown critical; without L1 MMLU collapses, knowledge neither shown to stay nor to go; no layer "
+            "can keep knowledge within +-0.009: the narrowest interval here is +-0.016") in r["evidence"]
     # Table 1 with one critical layer: 'both' and 'neither' judged, the two others n/a
     keep = [dict(model="m", source="discovered", condition=c, gather="L1H2", aggregate=None, mmlu=m, knowledge=90.0)
             for c, m in (("both", 79.0), ("neither", 25.0))]

@@ -4,7 +4,7 @@ import json
 
 import pandas as pd
 
-from gna.experiments.head_selection import NO_CRITICAL_LAYER
+from gna.experiments.head_selection import no_critical_note
 from gna.experiments.run import condition_rows, write_answers
 from gna.io import write_csv
 from gna.models import describe, load_model
@@ -13,11 +13,13 @@ from gna.jobs.script_job import job
 with job(snakemake) as log:
     p = snakemake.params
     depth = json.load(open(snakemake.input.minimal))["minimal_depth"]
-    layers = json.load(open(snakemake.input.critical))["table1_layers"]
+    critical = json.load(open(snakemake.input.critical))
+    layers = critical["table1_layers"]
     frames, answers = [], []
     if not layers:
-        log.info("no critical layer: no head to search")
-        frames.append(pd.DataFrame([{**p.fields, "layer": pd.NA, "head": pd.NA, "note": NO_CRITICAL_LAYER}]))
+        note = no_critical_note(critical)
+        log.info("%s: no head to search", note)
+        frames.append(pd.DataFrame([{**p.fields, "layer": pd.NA, "head": pd.NA, "note": note}]))
     else:
         model = load_model(p.spec)
         conditions, fields = [], []

@@ -4,7 +4,8 @@ import json
 
 import pandas as pd
 
-from gna.experiments.pruning import critical_layers, critical_table, metric_by, table1_layers
+from gna.experiments.pruning import (critical_layers, critical_table, knowledge_floor, metric_by, table1_layers,
+                                     undecided_layers)
 from gna.io import write_csv, write_json
 from gna.jobs.script_job import job
 
@@ -26,11 +27,17 @@ with job(snakemake) as log:
     verdicts = critical_table(table, p.mmlu, p.knowledge, base_mmlu, base_knowledge, base_answers, removed,
                               chance=p.chance, collapse=p.collapse, knowledge_margin=p.knowledge_margin,
                               knowledge_chance=p.knowledge_chance)
-    critical, kept = critical_layers(verdicts), table1_layers(verdicts)
-    log.info("minimal model (depth %d): MMLU %.3f, knowledge %.3f\n%s\ncritical layers %s, Table 1 layers %s",
-             depth, base_mmlu, base_knowledge, verdicts.to_string(index=False), critical, kept)
+    critical, kept, undecided = critical_layers(verdicts), table1_layers(verdicts), undecided_layers(verdicts)
+    floor = knowledge_floor(base_answers, p.knowledge)
+    within = float(verdicts.knowledge_margin.iloc[0]) if len(verdicts) else None
+    log.info("minimal model (depth %d): MMLU %.3f, knowledge %.3f\n%s\ncritical layers %s, Table 1 layers %s, "
+             "undecided %s", depth, base_mmlu, base_knowledge, verdicts.to_string(index=False), critical, kept, undecided)
+    if within is not None and within < floor:
+        log.warning("knowledge margin +-%.4f is narrower than the +-%.4f interval of a drop where no answer changes: "
+                    "no layer can be shown to keep knowledge on this sample", within, floor)
     write_csv(table, snakemake.output.table)
-    write_json({"critical_layers": critical, "table1_layers": kept, "minimal_depth": depth,
+    write_json({"critical_layers": critical, "table1_layers": kept, "undecided_layers": undecided,
+                "knowledge_within": within, "knowledge_floor": floor, "minimal_depth": depth,
                 "fall": minimal.get("fall"), "candidates": minimal.get("candidates"), "base_mmlu": base_mmlu,
                 "base_knowledge": base_knowledge, "chance": p.chance, "collapse": p.collapse,
                 "knowledge_margin": p.knowledge_margin, "knowledge_chance": p.knowledge_chance, "test": "paired",

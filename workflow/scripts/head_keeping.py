@@ -8,7 +8,7 @@ import json
 
 import pandas as pd
 
-from gna.experiments.head_selection import keeping_plan, keeping_roles
+from gna.experiments.head_selection import keeping_plan, keeping_roles, no_critical_note
 from gna.experiments.pruning import metric_by
 from gna.experiments.run import evaluation_rows, write_answers
 from gna.io import write_csv
@@ -17,14 +17,15 @@ from gna.jobs.script_job import job
 with job(snakemake) as log:
     p, w, i = snakemake.params, snakemake.wildcards, snakemake.input
     depth, answers = json.load(open(i.minimal))["minimal_depth"], []
-    layers = json.load(open(i.critical))["table1_layers"]
+    critical = json.load(open(i.critical))
+    layers = critical["table1_layers"]
     search = {}
     if i.heads and layers:   # the discovered heads' search (the input lists are empty for other sources)
         scores = pd.read_csv(i.heads[0])
         search = dict(scores=metric_by(scores, ["layer", "head"], p.tasks[:1]).rename("mmlu").reset_index(),
                       kind=str(scores.kind.dropna().iloc[0]))
     roles, note = keeping_roles(w.source, w.condition, depth, layers=layers, per_layer=p.per_layer, named=p.named,
-                                ga=pd.read_csv(i.ga[0]) if i.ga else None, **search)
+                                ga=pd.read_csv(i.ga[0]) if i.ga else None, none=no_critical_note(critical), **search)
     if note:
         log.info("%s heads, %s: %s (minimal model of depth %d): nothing to evaluate", w.source, w.condition, note,
                  depth)

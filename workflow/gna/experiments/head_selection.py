@@ -91,6 +91,22 @@ def keeping_plan(roles: dict[str, list[list]], condition: str) -> tuple[list[dic
 NO_CRITICAL_LAYER = "n/a: no critical layer"
 
 
+def no_critical_note(critical: dict) -> str:
+    """Why Table 1's MMLU search has no layer, from the critical-layers json (rule critical_layers):
+    none is critical, or the sample leaves layers open, where MMLU collapses without them but neither
+    a critical layer nor none is shown; the knowledge margin named where no sample this size could
+    show knowledge stay (its ``knowledge_floor``)."""
+    undecided = critical.get("undecided_layers") or []
+    if not undecided:
+        return NO_CRITICAL_LAYER
+    note = (f"n/a: critical layers not resolved (MMLU collapses without {', '.join(f'L{x}' for x in undecided)}; "
+            "the sample shows neither that knowledge stays nor that it goes")
+    margin, floor = critical.get("knowledge_within"), critical.get("knowledge_floor")
+    if margin is not None and floor is not None and margin < floor:
+        note += f"; no layer can keep knowledge within +-{margin:.3f}, the narrowest interval here is +-{floor:.3f}"
+    return note + ")"
+
+
 def mmlu_roles(scores: pd.DataFrame, layers: list[int], n: int, kind: str) -> dict[str, list[list]]:
     """Table 1's MMLU-search heads: in each of ``layers`` (the critical ones, :func:`gna.experiments.
     pruning.table1_layers`) the ``n`` heads whose removal alone costs MMLU most (:func:`mmlu_heads`).
@@ -129,11 +145,12 @@ def one_layer_skip(roles: dict[str, list[list]], condition: str) -> str:
 
 def keeping_roles(source: str, condition: str, depth: int, *, layers: list[int] | None = None,
                   scores: pd.DataFrame | None = None, per_layer: int = 1, kind: str | None = None,
-                  named: dict | None = None, ga: pd.DataFrame | None = None) -> tuple[dict | None, str]:
+                  named: dict | None = None, ga: pd.DataFrame | None = None,
+                  none: str = NO_CRITICAL_LAYER) -> tuple[dict | None, str]:
     """Table 1's heads for one (source, condition) of the minimal model (``depth`` layers), and why
     that condition is not run ("" where it is): ``named``, the config's heads; ``discovered``, the
     MMLU search in the critical ``layers`` (:func:`mmlu_roles`, ``scores`` its per-head MMLU), n/a
-    where no layer is critical (never run on other layers); ``scan``, the KV scan's top Gather and
+    where no layer is critical (``none``: why, :func:`no_critical_note`; never run on other layers); ``scan``, the KV scan's top Gather and
     Aggregate-pattern heads (:func:`scan_roles`)."""
     if source == "named":
         return named_role_heads(named), ""
@@ -142,6 +159,6 @@ def keeping_roles(source: str, condition: str, depth: int, *, layers: list[int] 
     if source != "discovered":
         raise ValueError(f"Table 1's head source {source!r} is not one of named, discovered, scan")
     if not layers:
-        return None, NO_CRITICAL_LAYER
+        return None, none
     roles = mmlu_roles(scores, layers, per_layer, kind)
     return roles, one_layer_skip(roles, condition)

@@ -115,7 +115,7 @@ def holm(p_values: dict, alpha: float = ALPHA) -> dict:
 
 CRITICAL_COLUMNS = ["layer", "mmlu", "knowledge", "mmlu_lost", "collapsed", "mmlu_lost_answers", "mmlu_gained_answers",
                     "mmlu_p", "significant", "knowledge_drop", "knowledge_low", "knowledge_high", "knowledge_margin",
-                    "knowledge_kept", "test", "critical"]
+                    "knowledge_kept", "knowledge_lost", "test", "critical", "decided"]
 
 
 def critical_table(individual: pd.DataFrame, mmlu_tasks: list[str], knowledge_tasks: list[str],
@@ -133,6 +133,11 @@ def critical_table(individual: pd.DataFrame, mmlu_tasks: list[str], knowledge_ta
     ``knowledge_margin`` of the minimal model's knowledge above ``knowledge_chance`` (0 where unknown).
     A layer whose removal breaks knowledge is not critical (the notebook: critical layers do not
     carry knowledge), and neither is one whose knowledge interval is too wide to show it stays.
+
+    A layer is *decided* where the sample settles it: critical, or not collapsed, or its knowledge
+    shown lost (``knowledge_lost``: the interval wholly above the margin). A collapsed layer whose
+    knowledge interval reaches into the margin without fitting in it is undecided: "no critical
+    layer" is then not a finding, only a sample too small to show one (:func:`undecided_layers`).
 
     ``minimal_answers``: the minimal model's answers (its gradual-pruning depth); ``layer_answers``:
     removed layer -> the answers without it. Refused, in one line, where any tested layer or the
@@ -158,13 +163,29 @@ def critical_table(individual: pd.DataFrame, mmlu_tasks: list[str], knowledge_ta
         significant = bool(rejected[layer] and m.difference > 0)
         low, high = k.interval()
         kept = bool(margin > 0 and -margin <= low and high <= margin)
+        lost_knowledge = bool(low > margin)
+        critical = collapsed and significant and kept
         rows.append({"layer": layer, "mmlu": float(mmlu[layer]), "knowledge": float(know.get(layer, float("nan"))),
                      "mmlu_lost": float(lost), "collapsed": collapsed, "mmlu_lost_answers": m.first_only,
                      "mmlu_gained_answers": m.second_only, "mmlu_p": m.p_value, "significant": significant,
                      "knowledge_drop": k.difference, "knowledge_low": low, "knowledge_high": high,
-                     "knowledge_margin": margin, "knowledge_kept": kept, "test": "paired",
-                     "critical": collapsed and significant and kept})
+                     "knowledge_margin": margin, "knowledge_kept": kept, "knowledge_lost": lost_knowledge,
+                     "test": "paired", "critical": critical, "decided": critical or not collapsed or lost_knowledge})
     return pd.DataFrame(rows, columns=CRITICAL_COLUMNS)
+
+
+def knowledge_floor(minimal_answers: pd.DataFrame, knowledge_tasks: list[str]) -> float:
+    """The narrowest knowledge interval the sample can give: the upper end of the paired 95% interval
+    of a drop where no answer changes (the minimal model against itself). A margin below it cannot
+    be met by any layer, so "knowledge stays" cannot be shown at this sample's size."""
+    return pooled(minimal_answers, minimal_answers, knowledge_tasks).interval()[1]
+
+
+def undecided_layers(table: pd.DataFrame) -> list[int]:
+    """The layers of :func:`critical_table` the sample leaves open: MMLU collapses without them, but
+    their knowledge is neither shown to stay nor shown lost (or their loss is not beyond noise)."""
+    decided = table["decided"] if "decided" in table else pd.Series(True, index=table.index)
+    return sorted(int(r.layer) for r, ok in zip(table.itertuples(), decided) if not ok)
 
 
 def critical_layers(table: pd.DataFrame) -> list[int]:

@@ -123,6 +123,18 @@ def _tested(template: str | None, model: str) -> dict | None:
     return json.loads(path.read_text()) if path is not None and path.is_file() else None
 
 
+def _none_critical(tested: dict | None) -> str:
+    """Why no layer is critical: none is, or (by the critical-layers json) the sample leaves layers open."""
+    if tested is None or not tested.get("undecided_layers"):
+        return "no layer collapses MMLU with knowledge kept: no critical layer"
+    text = (f"no layer shown critical; without {', '.join(f'L{x}' for x in tested['undecided_layers'])} MMLU "
+            "collapses, knowledge neither shown to stay nor to go")
+    within, floor = tested.get("knowledge_within"), tested.get("knowledge_floor")
+    if within is not None and floor is not None and within < floor:
+        text += f"; no layer can keep knowledge within +-{within:.3f}: the narrowest interval here is +-{floor:.3f}"
+    return text
+
+
 def _margin(tested: dict) -> float:
     """The knowledge margin (accuracy) the critical-layers json tested against."""
     return float(tested["layers"][0]["knowledge_margin"]) if tested["layers"] else float("nan")
@@ -201,8 +213,7 @@ def individual(fig: Path, settings: dict | None = None, answers: str | None = No
                                               + (f" (MMLU {drops[r.layers]['mmlu'].text}, knowledge "
                                                  f"{drops[r.layers]['knowledge'].text})" if r.layers in drops else "")
                                               for r in shown.itertuples())
-                                  + ("" if not critical.empty else
-                                     " (no layer collapses MMLU with knowledge kept: no critical layer)")
+                                  + ("" if not critical.empty else f" ({_none_critical(tested)})")
                                   + ("" if tested is None else
                                      f" (tested on each answer: MMLU loss by McNemar, Holm over {len(tested['layers'])} "
                                      f"layers; knowledge interval within +-{_margin(tested):.3f})")
