@@ -169,6 +169,12 @@ def test_fig3_on_the_micro_studys_task_n_is_judged_by_the_rule_with_n_and_interv
     # knowledge broken beyond the margin and beyond the paper's none: the layer is refuted, MMLU shown
     r = pruning.individual(tmp_path, _fig3_table(tmp_path, 60, 300))[0]
     assert r["verdict"] == "partly" and "knowledge drop without L1 +0.40" in r["evidence"]
+    # knowledge near its chance: staying is not counted, but a fall shown beyond noise is a result
+    near = {**_fig3_table(tmp_path, 60, 535), "knowledge_chance": 0.85}
+    r = pruning.individual(tmp_path, near)[0]
+    assert r["verdict"] == "partly" and "that it stays cannot fail" in r["evidence"]
+    r = pruning.individual(tmp_path, {**_fig3_table(tmp_path, 60, 300), "knowledge_chance": 0.85})[0]
+    assert "knowledge drop without L1 +0.40" in r["evidence"] and "cannot fail" not in r["evidence"]
 
 
 def test_table1_on_task_n_takes_the_papers_numbers_from_the_table_and_judges_each_condition(tmp_path, monkeypatch):
