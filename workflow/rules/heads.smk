@@ -53,6 +53,9 @@ rule head_keeping:
         tasks=tasks_of("mmlu", "knowledge"),
         named=lambda wc: HEAD_KEEPING.get("named_heads", {}).get(wc.model),
         per_layer=lambda wc: HEAD_KEEPING["heads_per_layer"],
+        # only where the scan's heads are read off their patterns: a study that reads roles keeps its params
+        **({"heads_by": "pattern", "threshold": config["scan"]["threshold"]}
+           if HEAD_KEEPING.get("scan_heads_by") == "pattern" else {}),
         fields=lambda wc: result_fields(wc.model, "head_keeping", source=wc.source, condition=wc.condition),
         **lm_eval_params(),
     threads: THREADS

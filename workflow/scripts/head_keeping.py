@@ -25,7 +25,9 @@ with job(snakemake) as log:
         search = dict(scores=metric_by(scores, ["layer", "head"], p.tasks[:1]).rename("mmlu").reset_index(),
                       kind=str(scores.kind.dropna().iloc[0]))
     roles, note = keeping_roles(w.source, w.condition, depth, layers=layers, per_layer=p.per_layer, named=p.named,
-                                ga=pd.read_csv(i.ga[0]) if i.ga else None, none=no_critical_note(critical), **search)
+                                ga=pd.read_csv(i.ga[0]) if i.ga else None, none=no_critical_note(critical),
+                                heads_by=p.get("heads_by", "role"), threshold=p.get("threshold"),
+                                **search)
     if note:
         log.info("%s heads, %s: %s (minimal model of depth %d): nothing to evaluate", w.source, w.condition, note,
                  depth)

@@ -120,15 +120,26 @@ def mmlu_roles(scores: pd.DataFrame, layers: list[int], n: int, kind: str) -> di
     return roles
 
 
-def scan_roles(ga: pd.DataFrame, depth: int) -> tuple[dict[str, list[list]] | None, str]:
-    """Table 1 on the KV scan's heads: its top Gather head and its top Aggregate-pattern head
-    (``ga``: the scan's classified ranking, ``results/scan/<model>.ga.csv``), each kept alone in its
-    layer of the minimal model (``depth`` layers). ``(roles, "")``, or ``(None, why)`` where a role has
-    no classified head or a head lies outside the minimal model."""
-    roles = {role: top_role_head(ga, role) for role in ("gather", "aggregate")}
+def scan_roles(ga: pd.DataFrame, depth: int, heads_by: str = "role",
+               threshold: float | None = None) -> tuple[dict[str, list[list]] | None, str]:
+    """Table 1 on the KV scan's heads: its top Gather head and its top Aggregate head (``ga``: the
+    scan's classified ranking, ``results/scan/<model>.ga.csv``), each kept alone in its layer of the
+    minimal model (``depth`` layers); ``heads_by`` as Fig. 4's (:mod:`gna.experiments.fig4_heads`):
+    ``role``, the top head classified in the role; ``pattern``, the top head whose pattern alone is the
+    role's (scores against ``threshold``), whatever its KV drop. ``(roles, "")``, or ``(None, why)``
+    where a role has no such head or a head lies outside the minimal model."""
+    from .fig4_heads import pattern_head
+
+    if heads_by == "pattern":
+        roles = {role: pattern_head(ga, role, threshold) for role in ("gather", "aggregate")}
+    elif heads_by == "role":
+        roles = {role: top_role_head(ga, role) for role in ("gather", "aggregate")}
+    else:
+        raise ValueError(f"Table 1's scan heads by {heads_by!r}: not one of role, pattern")
     missing = [role for role, head in roles.items() if head is None]
     if missing:
-        return None, f"n/a: no head of the scan's classified top is {' or '.join(missing)}"
+        read = "has the pattern of" if heads_by == "pattern" else "is"
+        return None, f"n/a: no head of the scan's classified top {read} {' or '.join(missing)}"
     outside = [f"L{h[0]}H{h[1]}" for h in roles.values() if h[0] >= depth]
     if outside:
         return None, f"n/a: {', '.join(outside)} outside the minimal model (layers 0..{depth - 1})"
@@ -146,16 +157,17 @@ def one_layer_skip(roles: dict[str, list[list]], condition: str) -> str:
 def keeping_roles(source: str, condition: str, depth: int, *, layers: list[int] | None = None,
                   scores: pd.DataFrame | None = None, per_layer: int = 1, kind: str | None = None,
                   named: dict | None = None, ga: pd.DataFrame | None = None,
-                  none: str = NO_CRITICAL_LAYER) -> tuple[dict | None, str]:
+                  none: str = NO_CRITICAL_LAYER, heads_by: str = "role",
+                  threshold: float | None = None) -> tuple[dict | None, str]:
     """Table 1's heads for one (source, condition) of the minimal model (``depth`` layers), and why
     that condition is not run ("" where it is): ``named``, the config's heads; ``discovered``, the
     MMLU search in the critical ``layers`` (:func:`mmlu_roles`, ``scores`` its per-head MMLU), n/a
     where no layer is critical (``none``: why, :func:`no_critical_note`; never run on other layers); ``scan``, the KV scan's top Gather and
-    Aggregate-pattern heads (:func:`scan_roles`)."""
+    Aggregate heads (:func:`scan_roles`, ``heads_by`` and ``threshold`` its reading)."""
     if source == "named":
         return named_role_heads(named), ""
     if source == "scan":
-        return scan_roles(ga, depth)
+        return scan_roles(ga, depth, heads_by, threshold)
     if source != "discovered":
         raise ValueError(f"Table 1's head source {source!r} is not one of named, discovered, scan")
     if not layers:
