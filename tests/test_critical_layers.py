@@ -147,6 +147,15 @@ def test_table1_on_the_scans_top_gather_and_aggregate_heads():
     assert keeping_plan(roles, "aggregate_only")[1] == {"L1": "0", "L2": "none"}   # each alone in its layer
     assert keeping_roles("scan", "both", 2, ga=ga)[1] == "n/a: L2H3 outside the minimal model (layers 0..1)"
     assert "no head of the scan's classified top is gather" in keeping_roles("scan", "both", 3, ga=ga[ga.role != "gather"])[1]
+    # read as Fig. 4's heads (scan_heads_by: pattern): an Aggregate pattern whose KV drop the noise test
+    # left unlabelled still counts, ranked above the labelled one
+    ga = ga.assign(gather_score=[0.6, 0.1, 0.1, 0.1], aggregate_score=[0.1, 0.5, 0.5, 0.4],
+                   role=["gather", None, "aggregate", None])
+    assert keeping_roles("scan", "both", 3, ga=ga)[0]["aggregate"] == [[0, 1, "attention"]]
+    roles, note = keeping_roles("scan", "both", 3, ga=ga, heads_by="pattern", threshold=0.3)
+    assert note == "" and roles == {"gather": [[2, 3, "attention"]], "aggregate": [[1, 0, "attention"]]}
+    assert keeping_roles("scan", "both", 3, ga=ga, heads_by="pattern", threshold=0.7)[1] == (
+        "n/a: no head of the scan's classified top has the pattern of gather or aggregate")
 
 
 # ---------------------------------------------------------------- the minimal depth with its interval
