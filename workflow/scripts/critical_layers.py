@@ -31,7 +31,8 @@ with job(snakemake) as log:
     floor = knowledge_floor(base_answers, p.knowledge)
     within = float(verdicts.knowledge_margin.iloc[0]) if len(verdicts) else None
     log.info("minimal model (depth %d): MMLU %.3f, knowledge %.3f\n%s\ncritical layers %s, Table 1 layers %s, "
-             "undecided %s", depth, base_mmlu, base_knowledge, verdicts.to_string(index=False), critical, kept, undecided)
+             "undecided %s", depth, base_mmlu, base_knowledge, verdicts.to_string(index=False), critical, kept,
+             undecided)
     if within is not None and within < floor:
         log.warning("knowledge margin +-%.4f is narrower than the +-%.4f interval of a drop where no answer changes: "
                     "no layer can be shown to keep knowledge on this sample", within, floor)

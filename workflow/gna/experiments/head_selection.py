@@ -162,8 +162,9 @@ def keeping_roles(source: str, condition: str, depth: int, *, layers: list[int] 
     """Table 1's heads for one (source, condition) of the minimal model (``depth`` layers), and why
     that condition is not run ("" where it is): ``named``, the config's heads; ``discovered``, the
     MMLU search in the critical ``layers`` (:func:`mmlu_roles`, ``scores`` its per-head MMLU), n/a
-    where no layer is critical (``none``: why, :func:`no_critical_note`; never run on other layers); ``scan``, the KV scan's top Gather and
-    Aggregate heads (:func:`scan_roles`, ``heads_by`` and ``threshold`` its reading)."""
+    where no layer is critical (``none``: why, :func:`no_critical_note`; never run on other layers);
+    ``scan``, the KV scan's top Gather and Aggregate heads (:func:`scan_roles`, read by ``heads_by``
+    and ``threshold``)."""
     if source == "named":
         return named_role_heads(named), ""
     if source == "scan":
