@@ -5,6 +5,9 @@ import random
 
 import pandas as pd
 
+from .fig4_heads import pattern_head
+from .pruning import below_floor
+
 
 def top_role_head(ga: pd.DataFrame, role: str) -> list | None:
     """The highest-ranked head classified as ``role`` (``gather``/``aggregate``), or None."""
@@ -99,12 +102,9 @@ def no_critical_note(critical: dict) -> str:
     undecided = critical.get("undecided_layers") or []
     if not undecided:
         return NO_CRITICAL_LAYER
-    note = (f"n/a: critical layers not resolved (MMLU collapses without {', '.join(f'L{x}' for x in undecided)}; "
-            "the sample shows neither that knowledge stays nor that it goes")
-    margin, floor = critical.get("knowledge_within"), critical.get("knowledge_floor")
-    if margin is not None and floor is not None and margin < floor:
-        note += f"; no layer can keep knowledge within +-{margin:.3f}, the narrowest interval here is +-{floor:.3f}"
-    return note + ")"
+    floor = below_floor(critical)
+    return (f"n/a: critical layers not resolved (MMLU collapses without {', '.join(f'L{x}' for x in undecided)}; "
+            "the sample shows neither that knowledge stays nor that it goes" + (f"; {floor}" if floor else "") + ")")
 
 
 def mmlu_roles(scores: pd.DataFrame, layers: list[int], n: int, kind: str) -> dict[str, list[list]]:
@@ -128,8 +128,6 @@ def scan_roles(ga: pd.DataFrame, depth: int, heads_by: str = "role",
     ``role``, the top head classified in the role; ``pattern``, the top head whose pattern alone is the
     role's (scores against ``threshold``), whatever its KV drop. ``(roles, "")``, or ``(None, why)``
     where a role has no such head or a head lies outside the minimal model."""
-    from .fig4_heads import pattern_head
-
     if heads_by == "pattern":
         roles = {role: pattern_head(ga, role, threshold) for role in ("gather", "aggregate")}
     elif heads_by == "role":

@@ -184,8 +184,16 @@ def knowledge_floor(minimal_answers: pd.DataFrame, knowledge_tasks: list[str]) -
 def undecided_layers(table: pd.DataFrame) -> list[int]:
     """The layers of :func:`critical_table` the sample leaves open: MMLU collapses without them, but
     their knowledge is neither shown to stay nor shown lost (or their loss is not beyond noise)."""
-    decided = table["decided"] if "decided" in table else pd.Series(True, index=table.index)
-    return sorted(int(r.layer) for r, ok in zip(table.itertuples(), decided) if not ok)
+    return sorted(int(r.layer) for r in table.itertuples() if not r.decided)
+
+
+def below_floor(critical: dict) -> str:
+    """From a critical-layers json: where its knowledge margin is narrower than the narrowest interval
+    its sample allows (``knowledge_within`` < ``knowledge_floor``), the sentence saying so; else ""."""
+    within, floor = critical.get("knowledge_within"), critical.get("knowledge_floor")
+    if within is None or floor is None or within >= floor:
+        return ""
+    return f"no layer can keep knowledge within +-{within:.3f}: the narrowest interval here is +-{floor:.3f}"
 
 
 def critical_layers(table: pd.DataFrame) -> list[int]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ...experiments.pruning import below_floor
 from ..common import chance_of, near_chance
 from ..verdict import HOLDS, PARTLY, REFUTED, UNRESOLVED, claim_verdict, evidence
 from .paper import effect
@@ -127,12 +128,9 @@ def _none_critical(tested: dict | None) -> str:
     """Why no layer is critical: none is, or (by the critical-layers json) the sample leaves layers open."""
     if tested is None or not tested.get("undecided_layers"):
         return "no layer collapses MMLU with knowledge kept: no critical layer"
-    text = (f"no layer shown critical; without {', '.join(f'L{x}' for x in tested['undecided_layers'])} MMLU "
-            "collapses, knowledge neither shown to stay nor to go")
-    within, floor = tested.get("knowledge_within"), tested.get("knowledge_floor")
-    if within is not None and floor is not None and within < floor:
-        text += f"; no layer can keep knowledge within +-{within:.3f}: the narrowest interval here is +-{floor:.3f}"
-    return text
+    floor = below_floor(tested)
+    return (f"no layer shown critical; without {', '.join(f'L{x}' for x in tested['undecided_layers'])} MMLU "
+            "collapses, knowledge neither shown to stay nor to go" + (f"; {floor}" if floor else ""))
 
 
 def _margin(tested: dict) -> float:
