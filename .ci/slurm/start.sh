@@ -22,9 +22,28 @@ slurmd_port="${SLURM_CI_SLURMD_PORT:-6818}"
 for exe in munged munge unmunge slurmctld slurmd sinfo sbatch; do
     command -v "$exe" >/dev/null || { echo "start.sh: $exe not found: run .ci/slurm/install.sh" >&2; exit 1; }
 done
-if [ -e /run/slurm/conf ] && [ "$(readlink /run/slurm/conf)" != "$state/etc" ]; then
-    echo "start.sh: /run/slurm/conf exists and is not ours: is another cluster running here?" >&2
-    exit 1
+# The link is another cluster's while one of the daemons its start.sh recorded still runs. A run
+# killed before stop.sh (a timed-out CI job, a killed test) leaves a link whose daemons are gone:
+# that one is stale and replaced. A real directory (a configless slurmd's cache) is never touched.
+cluster_alive() {  # cluster_alive OTHER_STATE: a daemon of its pids file runs under its own name
+    local name pid
+    [ -f "$1/pids" ] || return 1
+    while read -r name pid; do
+        [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ] && return 0
+    done < "$1/pids"
+    return 1
+}
+if [ -e /run/slurm/conf ] || [ -L /run/slurm/conf ]; then
+    other="$(readlink /run/slurm/conf || true)"
+    if [ ! -L /run/slurm/conf ]; then
+        echo "start.sh: /run/slurm/conf is not a link of ours: is another cluster running here?" >&2
+        exit 1
+    elif [ "$other" != "$state/etc" ] && cluster_alive "$(dirname "$other")"; then
+        echo "start.sh: /run/slurm/conf belongs to a running cluster ($other): stop it first" >&2
+        exit 1
+    elif [ "$other" != "$state/etc" ]; then
+        echo "start.sh: replacing a stale /run/slurm/conf -> $other (its daemons are gone)" >&2
+    fi
 fi
 
 # A fresh cluster every time: no jobs or node state recovered from an earlier run.
