@@ -7,22 +7,15 @@ module-wide cluster holds the link for as long as that module runs. Needs root a
 Debian packages, like test_slurm.py.
 """
 import os
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from test_slurm import REQUIRED, ROOT, UNAVAILABLE
+from test_slurm import REQUIRED, ROOT, UNAVAILABLE, free_port
 
 LINK = Path("/run/slurm/conf")
 pytestmark = pytest.mark.skipif(bool(UNAVAILABLE) and not REQUIRED, reason=UNAVAILABLE or "")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -33,17 +33,18 @@ cluster_alive() {  # cluster_alive OTHER_STATE: a daemon of its pids file runs u
     done < "$1/pids"
     return 1
 }
-if [ -e /run/slurm/conf ] || [ -L /run/slurm/conf ]; then
-    other="$(readlink /run/slurm/conf || true)"
-    if [ ! -L /run/slurm/conf ]; then
-        echo "start.sh: /run/slurm/conf is not a link of ours: is another cluster running here?" >&2
-        exit 1
-    elif [ "$other" != "$state/etc" ] && cluster_alive "$(dirname "$other")"; then
-        echo "start.sh: /run/slurm/conf belongs to a running cluster ($other): stop it first" >&2
-        exit 1
-    elif [ "$other" != "$state/etc" ]; then
+if [ -L /run/slurm/conf ]; then
+    other="$(readlink /run/slurm/conf)"
+    if [ "$other" != "$state/etc" ]; then
+        if cluster_alive "$(dirname "$other")"; then
+            echo "start.sh: /run/slurm/conf belongs to a running cluster ($other): stop it first" >&2
+            exit 1
+        fi
         echo "start.sh: replacing a stale /run/slurm/conf -> $other (its daemons are gone)" >&2
     fi
+elif [ -e /run/slurm/conf ]; then
+    echo "start.sh: /run/slurm/conf is not a link of ours: is another cluster running here?" >&2
+    exit 1
 fi
 
 # A fresh cluster every time: no jobs or node state recovered from an earlier run.

@@ -4,8 +4,8 @@ import json
 
 import pandas as pd
 
-from gna.experiments.pruning import (critical_layers, critical_table, knowledge_floor, metric_by, table1_layers,
-                                     undecided_layers)
+from gna.experiments.pruning import (below_floor, critical_layers, critical_table, knowledge_floor, metric_by,
+                                     table1_layers, undecided_layers)
 from gna.io import write_csv, write_json
 from gna.jobs.script_job import job
 
@@ -33,13 +33,14 @@ with job(snakemake) as log:
     log.info("minimal model (depth %d): MMLU %.3f, knowledge %.3f\n%s\ncritical layers %s, Table 1 layers %s, "
              "undecided %s", depth, base_mmlu, base_knowledge, verdicts.to_string(index=False), critical, kept,
              undecided)
-    if within is not None and within < floor:
-        log.warning("knowledge margin +-%.4f is narrower than the +-%.4f interval of a drop where no answer changes: "
-                    "no layer can be shown to keep knowledge on this sample", within, floor)
+    tested = {"critical_layers": critical, "table1_layers": kept, "undecided_layers": undecided,
+              "knowledge_within": within, "knowledge_floor": floor, "minimal_depth": depth,
+              "fall": minimal.get("fall"), "candidates": minimal.get("candidates"), "base_mmlu": base_mmlu,
+              "base_knowledge": base_knowledge, "chance": p.chance, "collapse": p.collapse,
+              "knowledge_margin": p.knowledge_margin, "knowledge_chance": p.knowledge_chance, "test": "paired",
+              "layers": verdicts.to_dict(orient="records")}
+    if floor_note := below_floor(tested):
+        log.warning("%s (a drop where no answer changes): no layer can be shown to keep knowledge on this sample",
+                    floor_note)
     write_csv(table, snakemake.output.table)
-    write_json({"critical_layers": critical, "table1_layers": kept, "undecided_layers": undecided,
-                "knowledge_within": within, "knowledge_floor": floor, "minimal_depth": depth,
-                "fall": minimal.get("fall"), "candidates": minimal.get("candidates"), "base_mmlu": base_mmlu,
-                "base_knowledge": base_knowledge, "chance": p.chance, "collapse": p.collapse,
-                "knowledge_margin": p.knowledge_margin, "knowledge_chance": p.knowledge_chance, "test": "paired",
-                "layers": verdicts.to_dict(orient="records")}, snakemake.output.critical)
+    write_json(tested, snakemake.output.critical)

@@ -7,7 +7,6 @@ classified so (kv_pairs.heads_by role), or by its pattern alone (pattern; gna.ex
 import pandas as pd
 
 from gna.evaluation.lm_eval_bridge import TaskSuite
-from gna.experiments.fig4_heads import pattern_head
 from gna.experiments.head_selection import role_heads
 from gna.experiments.run import evaluation_rows, write_answers
 from gna.io import write_csv
@@ -19,17 +18,12 @@ with job(snakemake) as log:
     p = snakemake.params
     condition = snakemake.wildcards.condition
     ga = pd.read_csv(snakemake.input.ga)
-    if condition == "full":
-        heads = []
-    elif p.get("heads_by") == "pattern" and not p.named:
-        head = pattern_head(ga, condition[3:], p.threshold)
-        heads = [head] if head else []
-    else:
-        heads = role_heads(ga, condition[3:], p.named)
+    heads_by = p.get("heads_by", "role")
+    heads = [] if condition == "full" else role_heads(ga, condition[3:], p.named, heads_by, p.get("threshold"))
     label, answers = " ".join(f"L{h[0]}H{h[1]}" for h in heads) or "none", []
     if condition != "full" and not heads:
         log.info("no head of the scan's top ones is %s %s: nothing to remove",
-                 "by its pattern" if p.get("heads_by") == "pattern" else "classified", condition[3:])
+                 "by its pattern" if heads_by == "pattern" else "classified", condition[3:])
         rows = pd.DataFrame([{**p.fields, "head": "none"}])
     else:
         # one probe set per (pairs, probe seed): the spread over seeds is the probe draw's
@@ -46,7 +40,7 @@ with job(snakemake) as log:
         parts = rows.task.str.extract(r"^kv_n(\d+)_s(\d+)$").astype(int)
         rows["n_pairs"], rows["probe_seed"] = parts[0], parts[1]
         rows["head"] = label
-        rows["heads_from"] = "named" if p.named else ("pattern" if p.get("heads_by") == "pattern" else "classified")
+        rows["heads_from"] = "named" if p.named else ("pattern" if heads_by == "pattern" else "classified")
         log.info("removed %s", label)
     write_csv(rows, snakemake.output[0])
     write_answers(answers, snakemake.output.answers)

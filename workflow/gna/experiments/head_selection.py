@@ -18,6 +18,17 @@ def top_role_head(ga: pd.DataFrame, role: str) -> list | None:
     return [int(r.layer), int(r["head"]), str(r.kind)]
 
 
+def scan_head(ga: pd.DataFrame, role: str, heads_by: str = "role", threshold: float | None = None) -> list | None:
+    """The scan's top head in ``role``, read as ``heads_by`` says (:mod:`gna.experiments.fig4_heads`):
+    ``role``, the top head classified so (:func:`top_role_head`); ``pattern``, the top head whose
+    pattern alone is the role's, scores against ``threshold`` (:func:`pattern_head`). Or None."""
+    if heads_by == "pattern":
+        return pattern_head(ga, role, threshold)
+    if heads_by == "role":
+        return top_role_head(ga, role)
+    raise ValueError(f"the scan's heads by {heads_by!r}: not one of role, pattern")
+
+
 def top_heads(ranking: pd.DataFrame, k: int, kinds=None) -> list[list]:
     df = ranking if kinds is None else ranking[ranking.kind.isin(kinds)]
     return [[int(r.layer), int(r.head), str(r.kind)] for r in df.sort_values("rank").head(k).itertuples()]
@@ -47,11 +58,13 @@ def named_role_heads(named: dict | None, kinds=None) -> dict[str, list[list]] | 
     return out
 
 
-def role_heads(ga: pd.DataFrame, role: str, named: dict | None = None) -> list[list]:
-    """The heads playing ``role``: the named ones if given, else the top classified one (or none)."""
+def role_heads(ga: pd.DataFrame, role: str, named: dict | None = None, heads_by: str = "role",
+               threshold: float | None = None) -> list[list]:
+    """The heads playing ``role``: the named ones if given, else the scan's top one read by ``heads_by``
+    (:func:`scan_head`), or none."""
     if named:
         return [list(h) for h in named[role]]
-    head = top_role_head(ga, role)
+    head = scan_head(ga, role, heads_by, threshold)
     return [head] if head else []
 
 
@@ -128,12 +141,7 @@ def scan_roles(ga: pd.DataFrame, depth: int, heads_by: str = "role",
     ``role``, the top head classified in the role; ``pattern``, the top head whose pattern alone is the
     role's (scores against ``threshold``), whatever its KV drop. ``(roles, "")``, or ``(None, why)``
     where a role has no such head or a head lies outside the minimal model."""
-    if heads_by == "pattern":
-        roles = {role: pattern_head(ga, role, threshold) for role in ("gather", "aggregate")}
-    elif heads_by == "role":
-        roles = {role: top_role_head(ga, role) for role in ("gather", "aggregate")}
-    else:
-        raise ValueError(f"Table 1's scan heads by {heads_by!r}: not one of role, pattern")
+    roles = {role: scan_head(ga, role, heads_by, threshold) for role in ("gather", "aggregate")}
     missing = [role for role, head in roles.items() if head is None]
     if missing:
         read = "has the pattern of" if heads_by == "pattern" else "is"
