@@ -6,8 +6,9 @@ from gna.report import tolerance
 with job(snakemake) as log:
     p = snakemake.params
     committed = tolerance.committed_files(p.folder, p.reference)
-    differences = tolerance.compare(tolerance.folder_files(p.folder), committed)
-    text = tolerance.report(differences, len(committed), p.reference)
+    run = tolerance.folder_files(p.folder)
+    differences = tolerance.compare(run, committed)
+    text = tolerance.report(differences, len(committed), p.reference, tolerance.provenance(run, committed))
     log.info("\n%s", text)
     if differences:
         raise SystemExit(f"{len(differences)} differences from the committed {p.folder}/ beyond tolerance "
