@@ -353,11 +353,13 @@ def test_table1_on_a_sample_holds_only_beyond_the_interval(tmp_path):
     rows = [dict(model="m", source="discovered", condition=c, gather="L2H1", aggregate="L3H0", kept="", mmlu=pct[c],
                  knowledge=flat[c]) for c in pct]
     write(tmp_path, "head_keeping.csv", rows)
-    r = one(head_findings.head_keeping(tmp_path, {"mmlu_n": n}))
+    # knowledge kept within .07 (knowledge_margin .07 / .363 of its above-chance .363; the largest of four
+    # conditions, its interval at 98.75%)
+    r = one(head_findings.head_keeping(tmp_path, {"mmlu_n": n, "knowledge_margin": 0.07 * n / 330}))
     assert r["verdict"] == "holds" and "n = 910 questions" in r["evidence"]
     close = {**pct, "both": 100 * 320 / n}         # 320 vs 240 of 910: 9 points, within the interval
     write(tmp_path, "head_keeping.csv", [{**row, "mmlu": close[row["condition"]]} for row in rows])
-    assert one(head_findings.head_keeping(tmp_path, {"mmlu_n": n, "tolerance": 0.1}))["verdict"] == "not resolved"
+    assert one(head_findings.head_keeping(tmp_path, {"mmlu_n": n, "tolerance": 0.1}))["verdict"].startswith("not resolved")
 
 
 def test_knowledge_at_chance_makes_knowledge_stays_no_result(tmp_path):
@@ -372,13 +374,18 @@ def test_knowledge_at_chance_makes_knowledge_stays_no_result(tmp_path):
         write(tmp_path, "layer_pruning.csv", rows)
 
     pct = {c: 100 * k / n for c, k in {"both": 620, "aggregate_only": 230, "gather_only": 240, "neither": 220}.items()}
-    for knowledge, chance, verdict in ((600 / n, 0.25, "holds"), (210 / n, None, "holds"), (210 / n, 0.25, "partly")):
+    # below its chance the margin (a share of the above-chance knowledge) is nothing: knowledge is not shown to
+    # stay ("not resolved"), and the note says why
+    for knowledge, chance, verdict in ((600 / n, 0.25, "holds"), (210 / n, None, "holds"),
+                                       (210 / n, 0.25, "not resolved")):
         pruning(knowledge)
         write(tmp_path, "head_keeping.csv", [dict(model="m", source="discovered", condition=c, gather="L0H1",
                                                   aggregate="L1H0", kept="", mmlu=pct[c], knowledge=100 * knowledge)
                                              for c in pct])
-        settings = {"mmlu_n": n, "knowledge_chance": chance}
+        # knowledge kept within .05 of it: the margin's share of the above-chance knowledge
+        settings = {"mmlu_n": n, "knowledge_chance": chance,
+                    "knowledge_margin": min(1.0, 0.07 / max(knowledge - (chance or 0.0), 1e-9))}
         for r in (one(pruning_findings.individual(tmp_path, settings)),
                   one(head_findings.head_keeping(tmp_path, settings))):
             assert r["verdict"] == verdict, r
-            assert ("that it stays cannot fail" in r["evidence"]) == (verdict == "partly")
+            assert ("that it stays cannot fail" in r["evidence"]) == (verdict != "holds")

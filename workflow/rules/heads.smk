@@ -230,14 +230,18 @@ EXPERIMENT_REGISTRY.declare(
           "head_keeping": Estimator("gna.plan.job_estimates:evaluation",
                                     {"roles": ["mmlu", "knowledge"], "layers": "minimal"})},
     findings=[Section(20, "gna.report.findings.heads:head_keeping",
-                      {"answers": KEEPING_ANSWERS, "minimal_answers": GRADUAL_ANSWERS, "tasks": {"mmlu": tasks_of("mmlu")}})],
+                      {"answers": KEEPING_ANSWERS, "minimal_answers": GRADUAL_ANSWERS,
+                       "tasks": {"mmlu": tasks_of("mmlu"), "knowledge": tasks_of("knowledge")}})],
 )
 EXPERIMENT_REGISTRY.declare(
     "kv_pairs",
     targets=lambda: [f"{FIGURES}/kv_pairs.png"],
     batched={"kv_pairs": lambda wc: ()},
     plan={"kv_pairs": Estimator("gna.plan.job_estimates:probe_pairs", experiment="kv_pairs")},
-    findings=[Section(21, "gna.report.findings.heads:kv_pairs")],
+    # Fig. 4's n from its own probes (kv_pairs.n_examples, else all of kv_probe's), paired per prompt and seed
+    findings=[Section(21, "gna.report.findings.heads:kv_pairs",
+                      {"prompts": (KV_PAIRS or {}).get("n_examples") or config["kv_probe"]["n_examples"],
+                       "answers": "results/kv_pairs/{model}/{condition}.answers.csv"})],
 )
 # The topk_removal rule runs both experiments (its wildcard `experiment`): top-k removal on the
 # retrieval-heavy and knowledge tasks, and ARC-C regular vs chat.
@@ -258,12 +262,17 @@ EXPERIMENT_REGISTRY.declare(
                        "claim": "Slides: removing the top-k KV heads hurts retrieval-heavy tasks more than removing k "
                                 "random heads, knowledge holds",
                        # lambada where the study has it (perplexity: shown beside, not judged)
-                       "retrieval": ["mmlu", "gsm8k", "swde", "bbh", "lambada"], "knowledge": ["knowledge"]})],
+                       "retrieval": ["mmlu", "gsm8k", "swde", "bbh", "lambada"], "knowledge": ["knowledge"],
+                       # each removal's answers, paired item by item; the random draws judged by draw
+                       "answers": "results/topk_removal/{model}/k{k}{draw}.answers.csv",
+                       "tasks": task_roles("topk"), "draws": random_draws("topk_removal")})],
 )
 EXPERIMENT_REGISTRY.declare(
     "arc_chat",
     targets=lambda: [f"{FIGURES}/arc_chat.md"],
     findings=[Section(23, "gna.report.findings.topk:topk",
                       {"name": "arc_chat.csv", "claim": "ARC-C chat (letter) falls under top-k removal, regular ARC-C holds",
-                       "retrieval": ["arc_challenge_chat"], "knowledge": ["arc_challenge"]})],
+                       "retrieval": ["arc_challenge_chat"], "knowledge": ["arc_challenge"],
+                       "answers": "results/arc_chat/{model}/k{k}{draw}.answers.csv", "tasks": task_roles("arc"),
+                       "draws": random_draws("arc_chat")})],
 )

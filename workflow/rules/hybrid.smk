@@ -397,5 +397,9 @@ EXPERIMENT_REGISTRY.declare(
           "distill_stage": Estimator("gna.plan.job_estimates:distillation_stage", experiment="hybrid_distillation"),
           "evaluate_hybrid": Estimator("gna.plan.job_estimates:distilled_student", experiment="hybrid_distillation"),
           "distill_tokens": Estimator("gna.plan.job_estimates:tokenized_data")},
-    findings=[Section(61, "gna.report.findings.hybrids:distillation")],
+    # each random student's KV score from its result table: ranked vs random judged with the draw as the unit
+    findings=[Section(61, "gna.report.findings.hybrids:distillation",
+                      {"results": f"results/hybrid/{DISTILL['teacher']}/{{variant}}.csv" if DISTILL else None,
+                       "seeds": list((DISTILL or {}).get("random_seeds") or []),
+                       "state_size": (DISTILL or {}).get("state_size")})],
 )

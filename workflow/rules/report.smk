@@ -7,10 +7,15 @@ rule findings:
         lambda wc: [t for t in all_targets() if t != f"{FIGURES}/findings.md"],
     output:
         report(f"{FIGURES}/findings.md", caption="../report/findings.rst", category="Findings"),
+        # every part the findings print, as a table and as a forest plot (gna.report.findings.table)
+        csv=f"{FIGURES}/verdicts.csv",
+        png=report(f"{FIGURES}/verdicts.png", caption="../report/verdicts.rst", category="Findings"),
+        pdf=f"{FIGURES}/verdicts.pdf",
     params:
         # the thresholds the verdicts use (gna.report.findings): the layer-pruning experiment's
         settings=lambda wc: {key: LAYER_PRUNING.get(key) for key in ("mmlu_chance", "tolerance", "collapse",
-                                                                     "knowledge_tolerance")}
+                                                                     "knowledge_tolerance", "knowledge_margin",
+                                                                     "smallest_effect")}
         # where the study knows its knowledge tasks' chance (a key other studies' params do not carry)
         | ({"knowledge_chance": LAYER_PRUNING["knowledge_chance"]} if LAYER_PRUNING.get("knowledge_chance") else {})
         # on the local MMLU sample: accuracies with n and interval, and (the models not being the

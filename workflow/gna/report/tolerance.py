@@ -120,14 +120,31 @@ def provenance(run: dict[str, str], ref: dict[str, str]) -> list[str]:
             for line in provenance_table(name[:-4], run[name], ref[name])]
 
 
+def part_verdicts(verdicts_csv: str) -> dict[tuple[str, str, str], str]:
+    """(claim, model, part) -> verdict, from the text of a ``verdicts.csv`` (one row per tested part)."""
+    t = pd.read_csv(io.StringIO(verdicts_csv), keep_default_na=False, na_values=[""])
+    return {(str(r.claim), str(r.model), str(r.part)): str(r.verdict) for r in t.itertuples()}
+
+
+def compare_verdicts(run_csv: str, ref_csv: str) -> list[str]:
+    """What differs between two ``verdicts.csv``: each part's verdict, exactly (its numbers are the
+    source tables', compared there within their tolerances)."""
+    mine, theirs = part_verdicts(run_csv), part_verdicts(ref_csv)
+    return [f"verdicts.csv: {' / '.join(key)}: {mine.get(key, 'absent')} vs committed {theirs.get(key, 'absent')}"
+            for key in sorted(set(mine) | set(theirs)) if mine.get(key) != theirs.get(key)]
+
+
 def compare(run: dict[str, str], ref: dict[str, str]) -> list[str]:
     """What differs between a run's files and the reference ones ({file name: text}): every reference
-    ``*.csv`` within tolerance, ``findings.md``'s verdicts exactly. Empty: the run reproduces them."""
+    ``*.csv`` within tolerance, the parts' verdicts of ``verdicts.csv`` and ``findings.md``'s claim
+    verdicts exactly. Empty: the run reproduces them."""
     out = []
     for name in sorted(ref):
         if name.endswith(".csv") or name == "findings.md":
             if name not in run:
                 out.append(f"{name}: missing from the run")
+            elif name == "verdicts.csv":
+                out += compare_verdicts(run[name], ref[name])
             elif name.endswith(".csv"):
                 out += compare_table(name[:-4], run[name], ref[name])
     if "findings.md" in ref and "findings.md" in run:

@@ -16,7 +16,7 @@ from ...evaluation.power import detectable_from_interval
 from ..verdict import Part, claim_verdict, evidence
 from .paper import effect
 from .sampled import acc, drop, drop_interval, n_of, part, read_answers, resolved
-from .verdicts import judge, knowledge_untestable, read_table, with_settings
+from .verdicts import judge, knowledge_line, knowledge_untestable, read_table, with_settings
 
 REDUNDANCY_SHARE = 0.10
 """SSM vs transformer redundancy is compared on the top heads covering this share of each model's heads."""
@@ -91,7 +91,7 @@ def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = 
                        f"{acc(others / 100, n)}, {gap.text}")
             if ref is not None and n_kn:
                 parts = _keeping_parts(ref, mmlu, knowledge, run, n, n_kn, thresholds, chance, pairs,
-                                       (tasks or {}).get("mmlu", ()))
+                                       (tasks or {}).get("mmlu", ()), (tasks or {}).get("knowledge", ()))
                 verdict = claim_verdict(parts)
             else:
                 verdict = resolved(verdict, gap.beyond)
@@ -121,13 +121,15 @@ def _paper_table1() -> str:
 
 
 def _keeping_parts(ref: tuple[float, float], mmlu, knowledge, run: list[str], n: int, n_kn: int, st: dict,
-                   chance: float, pairs: dict, mmlu_tasks) -> list[Part]:
+                   chance: float, pairs: dict, mmlu_tasks, knowledge_tasks=()) -> list[Part]:
     """Table 1's parts (accuracies in percent in, 0-1 in the parts): both kept, MMLU's drop from the minimal
     model (``ref``: its MMLU, knowledge) within ``tolerance`` against the paper's none (paired on the
     minimal model's answers, ``pairs["minimal"]``, where kept); each other condition, MMLU's fall from both kept beyond
     ``collapse`` of both's above-chance MMLU against the paper's (paired on ``pairs``, each condition's
-    answers, where kept); knowledge's largest drop from the minimal model over the conditions within
-    ``knowledge_tolerance`` against the paper's."""
+    answers, where kept); knowledge's largest drop from the minimal model over the conditions within the
+    knowledge margin (:func:`.verdicts.knowledge_line`) against the paper's: the largest of the conditions
+    run, so its interval is Bonferroni-adjusted for their number (paired on the knowledge tasks' answers,
+    ``knowledge_tasks``, where kept)."""
     both = mmlu["both"] / 100
     parts = [part("both kept: MMLU drop from the minimal model", ref[0] / 100, both, n, st["tolerance"],
                   effect("table1_both").scaled(ref[0] / 100, chance), above=False,
@@ -139,13 +141,16 @@ def _keeping_parts(ref: tuple[float, float], mmlu, knowledge, run: list[str], n:
     worst = max(run, key=lambda cond: ref[1] - knowledge[cond])
     kn = effect("table1_knowledge")
     kn_chance = st.get("knowledge_chance")
+    kn_pairs = (pairs.get("minimal"), pairs.get(worst), knowledge_tasks) if knowledge_tasks else None
     parts.append(part(f"knowledge drop from the minimal model, {worst.replace('_', ' ')} (the largest)", ref[1] / 100,
-                      knowledge[worst] / 100, n_kn, st["knowledge_tolerance"],
-                      kn.scaled(ref[1] / 100, kn.chance / 100 if kn_chance is None else kn_chance), above=False))
+                      knowledge[worst] / 100, n_kn, knowledge_line(ref[1] / 100, st),
+                      kn.scaled(ref[1] / 100, kn.chance / 100 if kn_chance is None else kn_chance), above=False,
+                      answers=kn_pairs, m=len(run)))
     return parts
 
 
-def kv_pairs(fig: Path, settings: dict | None = None) -> list[dict]:
+def kv_pairs(fig: Path, settings: dict | None = None, prompts: int | None = None,
+             answers: str | None = None) -> list[dict]:
     """Fig. 4: the drop without the Aggregate head grows with the pairs: by 0.05 at least from the
     fewest to the most pairs. Where the prompts per probe set are known (``task_n["kv"]`` or
     ``kv_n``), judged by :mod:`gna.report.verdict` on the growth's interval (each drop's
@@ -187,19 +192,27 @@ def kv_pairs(fig: Path, settings: dict | None = None) -> list[dict]:
         growth, apart = a1 - a0, a1_lo > a0_hi
         g = drops.get("no_gather")
         seeds = int(sub.probe_seeds.max()) if "probe_seeds" in sub else 1
-        prompts = (st.get("task_n") or {}).get("kv") or st.get("kv_n")
+        prompts = prompts or (st.get("task_n") or {}).get("kv") or st.get("kv_n")
         verdict = judge(growth >= 0.05 and apart, growth > 0)
         tested = ""
         if prompts:
             n = int(prompts) * seeds
-            ends = [drop_interval(full.accuracy[x], accs["no_aggregate"][x], n) for x in (n0, n1)]
+            paired = _kv_pairs_paired(answers, model, sub, (n0, n1))
+            if paired is not None:
+                ends = [(p.difference, *p.interval()) for p in paired]
+                how, n = "paired per prompt and probe seed", paired[0].n
+            else:
+                ends = [drop_interval(full.accuracy[x], accs["no_aggregate"][x], n) for x in (n0, n1)]
+                how = "unpaired: no per-prompt answers kept"
             (d0, l0, u0), (d1, l1, u1) = ends
             low, high = (d1 - d0) - math.hypot(d1 - l1, u0 - d0), (d1 - d0) + math.hypot(u1 - d1, d0 - l0)
             growth_part = Part(f"growth of the drop without Aggregate, {int(n0)} -> {int(n1)} pairs", d1 - d0, low,
                                high, 0.05, paper=effect("fig4_growth").scaled(full.accuracy[n0], 1 / n0),
-                               detectable=detectable_from_interval(low, high))
+                               detectable=detectable_from_interval(low, high), n=n, paired=paired is not None,
+                               method=how + "; the two ends (other prompts) by square-and-add")
             verdict = claim_verdict([growth_part])
-            tested = (f"; n = {int(prompts)} prompts x {seeds} probe seeds per point; {evidence([growth_part])} "
+            tested = (f"; n = {int(prompts)} prompts x {seeds} probe seeds = {int(prompts) * seeds} per point; "
+                      f"{evidence([growth_part])} "
                       f"(Fig. 4: {effect('fig4_growth').source.split(': ')[-1]})")
 
         def fmt(d):
@@ -212,6 +225,33 @@ def kv_pairs(fig: Path, settings: dict | None = None) -> list[dict]:
                                   + ("" if apart or growth < 0.05 else "; the growth is within the probe spread")
                                   + tested))
     return rows
+
+
+def _kv_pairs_paired(template: str | None, model: str, sub: pd.DataFrame, ends) -> list | None:
+    """At each of ``ends`` (numbers of pairs), the full model against the Aggregate head removed, item by
+    item over the probe seeds' prompts (tasks ``kv_n<pairs>_s<seed>``), or None where either condition
+    kept no answers (or they are not the table's)."""
+    from ...evaluation.paired import PairingError, pooled
+
+    if template is None:
+        return None
+    full, removed = (read_answers(template, model=model, condition=c) for c in ("full", "no_aggregate"))
+    if full is None or removed is None:
+        return None
+    out = []
+    for x in ends:
+        tasks = sorted(t for t in set(full.task) if str(t).startswith(f"kv_n{int(x)}_s"))
+        try:
+            counts = pooled(full, removed, tasks) if tasks else None
+        except PairingError:
+            return None
+        if counts is None:
+            return None
+        table = sub[sub.n_pairs == x].set_index("condition").accuracy
+        if abs(counts.difference - (table["full"] - table["no_aggregate"])) > 0.01:
+            return None   # the answers of another run than the table's
+        out.append(counts)
+    return out
 
 
 def _sum_interval(drops: list[tuple[float, float, float]]) -> tuple[float, float, float]:
@@ -276,7 +316,9 @@ def redundancy(fig: Path, share: float = REDUNDANCY_SHARE, rankings: dict | None
                      for a in att for b in ssm]
             d, lo, hi = min(diffs, key=lambda x: x[0])
             parts.append(Part(f"transformer minus SSM, the {label} KV drop", d, lo, hi, 0.0,
-                              paper=effect("redundancy").scaled(1.0, 0.0), detectable=detectable_from_interval(lo, hi)))
+                              paper=effect("redundancy").scaled(1.0, 0.0), detectable=detectable_from_interval(lo, hi),
+                              soi=st["smallest_effect"], n=n, paired=False,
+                              method="unpaired: two models' drops on the same prompts, combined by square-and-add"))
         verdict = claim_verdict(parts)
         tested = f"; n = {n} prompts; {evidence(parts)}"
     return [dict(claim="SSM G&A is more redundant: a single SSM head matters less than the transformer's top head",

@@ -9,10 +9,10 @@ from pathlib import Path
 import pandas as pd
 
 from ..common import chance_of, fmt_spread, near_chance
-from ..verdict import Part, claim_verdict, evidence
+from ..verdict import Part, claim_verdict, evidence, t_interval
 from .paper import effect
 from .sampled import n_of, part
-from .verdicts import judge, read_table, with_settings
+from .verdicts import judge, knowledge_line, read_table, with_settings
 
 
 def _tested(parts: list[Part], n_text: str) -> tuple[str, str]:
@@ -93,7 +93,8 @@ def hybrid_attention(fig: Path, settings: dict | None = None) -> list[dict]:
             verdict, tested = _tested(
                 [part("MMLU's fall", lo.mmlu / 100, hi.mmlu / 100, n, 0.15,
                       effect("hybrid_attention").scaled(lo.mmlu / 100, chance)),
-                 part("knowledge's fall", lo.knowledge / 100, hi.knowledge / 100, n_kn, st["knowledge_tolerance"],
+                 part("knowledge's fall", lo.knowledge / 100, hi.knowledge / 100, n_kn,
+                      knowledge_line(lo.knowledge / 100, st),
                       effect("hybrid_attention_knowledge").scaled(lo.knowledge / 100, 0.0), above=False)],
                 f"{n} MMLU, {n_kn} knowledge questions")
         rows.append(dict(claim=claim, model=model, verdict=verdict,
@@ -136,7 +137,8 @@ def row_sweep(fig: Path, settings: dict | None = None) -> list[dict]:
     on their intervals (:mod:`gna.report.verdict`): the answer row's fall beyond 15 points against the
     paper's (the official last-row mask's 64.3 -> 34.9, scaled), and the answer row costing more than
     the costliest other aggregation site (no paper number)."""
-    chance = chance_of("mmlu", with_settings(settings)["mmlu_chance"])
+    st = with_settings(settings)
+    chance = chance_of("mmlu", st["mmlu_chance"])
     t = read_table(fig, "row_sweep.csv")
     if t is None:
         return []
@@ -170,7 +172,7 @@ def row_sweep(fig: Path, settings: dict | None = None) -> list[dict]:
                           effect("hybrid_attention").scaled(none, chance))]
             if rival:
                 parts.append(part(f"the answer row's fall beyond {rival}'s", s.loc[rival, "mmlu"] / 100,
-                                  s.loc["answer", "mmlu"] / 100, n, 0.0))
+                                  s.loc["answer", "mmlu"] / 100, n, 0.0, soi=st["smallest_effect"]))
             verdict, tested = _tested(parts, f"{n} questions")
             evidence += tested
         rows.append(dict(claim=claim, model=model, verdict=verdict, evidence=evidence))
@@ -196,7 +198,8 @@ def layer_swap(fig: Path, settings: dict | None = None) -> list[dict]:
     if n and n_kn:
         verdict, tested = _tested(
             [part("MMLU's gain", best.mmlu / 100, base.mmlu / 100, n, 0.10, e.scaled(base.mmlu / 100, 0.25)),
-             part("knowledge's fall", base.knowledge / 100, best.knowledge / 100, n_kn, st["knowledge_tolerance"],
+             part("knowledge's fall", base.knowledge / 100, best.knowledge / 100, n_kn,
+                  knowledge_line(base.knowledge / 100, st),
                   effect("layer_swap_knowledge").scaled(base.knowledge / 100, 1 / 3), above=False)],
             f"{n} MMLU, {n_kn} knowledge questions (the best of {len(sw)} layers, chosen on them)")
     return [dict(claim=f"Fig. 7: swapping one teacher layer into the unaligned SSM lifts MMLU "
@@ -206,10 +209,26 @@ def layer_swap(fig: Path, settings: dict | None = None) -> list[dict]:
                           f"MMLU {best.mmlu:.1f}, knowledge {best.knowledge:.1f}" + tested)]
 
 
-def distillation(fig: Path, settings: dict | None = None) -> list[dict]:
-    """:func:`distillation_findings` on this run's hybrid_heads / hybrid_state_size tables."""
+def distillation(fig: Path, settings: dict | None = None, results: str | None = None,
+                 seeds: list[int] | None = None, state_size: int | None = None) -> list[dict]:
+    """:func:`distillation_findings` on this run's hybrid_heads / hybrid_state_size tables; each random
+    student's KV score read from its result table (``results``, a template of ``variant``: one student
+    per k and draw ``seeds``, at ``state_size``) for the draw-level test of ranked against random."""
+    draws = None
+    if results and seeds and state_size is not None:
+        def score(k: int, selection: str) -> float | None:
+            path = Path(results.format(variant=f"k{k}-s{state_size}-{selection}"))
+            if not path.is_file():
+                return None
+            t = pd.read_csv(path)
+            kv = t[(t.task == "kv_retrieval") & (t.metric == "top1")]
+            if kv.empty:
+                return None
+            by_seed = kv.groupby(kv["probe_seed"].fillna(0) if "probe_seed" in kv else pd.Series(0, index=kv.index))
+            return float(by_seed.value.mean().mean())
+        draws = {"score": score, "seeds": list(seeds)}
     return distillation_findings(read_table(fig, "hybrid_heads.csv"), read_table(fig, "hybrid_state_size.csv"),
-                                 settings)
+                                 settings, draws)
 
 
 def _kv(r, digits: int = 1) -> str:
@@ -235,7 +254,7 @@ def _mc(rows: pd.DataFrame, key: str) -> str:
 
 
 def distillation_findings(heads: pd.DataFrame | None, state: pd.DataFrame | None,
-                          settings: dict | None = None) -> list[dict]:
+                          settings: dict | None = None, draws: dict | None = None) -> list[dict]:
     """The follow-up's claims on hybrid_heads / hybrid_state_size. KV retrieval is the mean over the
     probe seeds; a random row's over its draws, with [min, max] the spread. The ranked heads beat
     random ones only where the ranked student retrieves more than *every* draw of random heads.
@@ -283,7 +302,7 @@ def distillation_findings(heads: pd.DataFrame | None, state: pd.DataFrame | None
                 verdict, tested = judge(span <= 5, span <= 10), ""
                 if n_kn:
                     verdict, tested = _tested([part("knowledge's largest spread over k", kn.max() / 100, kn.min() / 100,
-                                                    n_kn, st["knowledge_tolerance"],
+                                                    n_kn, knowledge_line(kn.iloc[0] / 100, st),
                                                     effect("hybrid_heads_knowledge").scaled(kn.iloc[0] / 100, 1 / 3),
                                                     above=False)], f"{n_kn} questions")
                 rows.append(dict(claim="Follow-up: knowledge tasks stay flat as heads are kept", model=model,
@@ -302,7 +321,7 @@ def distillation_findings(heads: pd.DataFrame | None, state: pd.DataFrame | None
                                  evidence="held-out perplexity " + ", ".join(f"k={k} {v:.2f}" for k, v in p.items())
                                  + note))
         if not random_.empty:
-            rows += ranked_vs_random(ranked, random_, model, _kv_n(st, ranked))
+            rows += ranked_vs_random(ranked, random_, model, _kv_n(st, ranked), draws, st)
     if state is not None:
         ours = state[state.source == "ours"].sort_values("state_size")
         if len(ours) >= 2:
@@ -323,32 +342,53 @@ def distillation_findings(heads: pd.DataFrame | None, state: pd.DataFrame | None
     return rows
 
 
-def ranked_vs_random(ranked: pd.DataFrame, random_: pd.DataFrame, model: str, n: int | None = None) -> list[dict]:
+def ranked_vs_random(ranked: pd.DataFrame, random_: pd.DataFrame, model: str, n: int | None = None,
+                     draws: dict | None = None, settings: dict | None = None) -> list[dict]:
     """Holds where, at every k with a random control, the ranked student's KV retrieval is above the
     highest of the random draws (beyond their spread) and by 5 points at one k at least; partly
     where it is above their mean on average; with a single draw the spread is unknown: partly at best.
-    With ``n`` prompts (over probe seeds) per student, one part per k on its interval
-    (:mod:`gna.report.verdict`): ranked minus random (pooled over the draws) beyond 0; no paper number."""
+    With each draw's score (``draws``: {"score": (k, selection) -> KV in 0-1, "seeds": the draws}), one
+    part per k with the **draw** (a random student) as the unit: ranked minus each draw's KV, a t
+    interval over the draws with ``d - 1`` degrees of freedom, judged against ``smallest_effect`` (no
+    paper number); without them, no part can be judged ("not resolved": pooling the draws' prompts as
+    one sample would treat a student's prompts as independent students)."""
+    st = with_settings(settings)
     both = ranked.merge(random_, on="k", suffixes=("", "_random"))
     if both.empty:
         return []
     hi = both.get("kv_retrieval_max_random", both.kv_retrieval_random).fillna(both.kv_retrieval_random)
-    draws = both.get("draws_random", pd.Series(1, index=both.index)).fillna(1)
+    n_draws = both.get("draws_random", pd.Series(1, index=both.index)).fillna(1)
     beyond = both.kv_retrieval - hi
     mean_diff = (both.kv_retrieval - both.kv_retrieval_random).mean()
-    ok = bool((beyond > 0).all() and beyond.max() >= 5 and (draws >= 2).all())
+    ok = bool((beyond > 0).all() and beyond.max() >= 5 and (n_draws >= 2).all())
     ev = ", ".join(f"k={int(r.k)} {r.kv_retrieval:.1f} vs {r.kv_retrieval_random:.1f}"
                    + (f" [{r.kv_retrieval_min_random:.1f}, {r.kv_retrieval_max_random:.1f}] over {int(r.draws_random)} "
                       "draws" if "draws_random" in both and pd.notna(r.draws_random) else "")
                    for r in both.itertuples())
     verdict, tested = judge(ok, mean_diff > 0), ""
     if n:
-        parts = []
+        parts, missing = [], []
         for r in both.itertuples():
-            m = n * int(r.draws_random if pd.notna(getattr(r, "draws_random", None)) else 1)
-            parts.append(part(f"ranked minus random KV, k = {int(r.k)}", r.kv_retrieval / 100,
-                              round(r.kv_retrieval_random / 100 * m) / m, n, 0.0, n_second=m))
-        verdict, tested = _tested(parts, f"{n} prompts per student (over probe seeds), random pooled over draws")
+            k = int(r.k)
+            ranked_kv = draws["score"](k, "ranked") if draws else None
+            scores = [draws["score"](k, f"random{seed}") for seed in draws["seeds"]] if draws else []
+            if ranked_kv is None or len(scores) < 2 or any(x is None for x in scores):
+                missing.append(k)
+                continue
+            mean, low, high, detectable = t_interval([ranked_kv - x for x in scores])
+            parts.append(Part(f"ranked minus random KV, k = {k}", mean, low, high, 0.0, True, None, detectable,
+                              soi=st["smallest_effect"], n=len(scores),
+                              method=f"draw as the unit: t interval over {len(scores)} random students' differences, "
+                                     f"{len(scores) - 1} df"))
+        if parts:
+            verdict, tested = _tested(parts, f"{n} prompts per student (over probe seeds); each random student one draw")
+            if missing:
+                verdict = verdict if verdict != "holds" else "not resolved"
+        else:
+            verdict = "not resolved"
+        if missing:
+            tested += (f"; k = {', '.join(map(str, missing))}: each draw's score not at hand (or one draw): "
+                       "not judged at the draw level")
     return [dict(claim="Follow-up: the ranked heads beat the same budget of random heads", model=model,
                  verdict=verdict,
                  evidence=f"{_kv_named(ranked)}, ranked vs random (mean [min, max]): {ev}" + tested)]

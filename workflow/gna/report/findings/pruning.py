@@ -18,7 +18,7 @@ from ..common import chance_of, near_chance
 from ..verdict import HOLDS, PARTLY, REFUTED, UNRESOLVED, claim_verdict, evidence
 from .paper import effect
 from .sampled import PAPER_LLAMA_8B, acc, drop, n_of, part, read_answers
-from .verdicts import judge, knowledge_untestable, read_table, with_settings
+from .verdicts import judge, knowledge_line, knowledge_untestable, read_table, with_settings
 
 
 def _gradual_rows(t: pd.DataFrame, model: str) -> pd.DataFrame:
@@ -146,11 +146,14 @@ def individual(fig: Path, settings: dict | None = None, answers: str | None = No
     critical ones, else the collapsed ones, else the one with the lowest MMLU: by the critical-layers json
     where the run has one (``critical_json``, a template of ``model``: :func:`gna.experiments.pruning.critical_table`'s
     test, McNemar with Holm over the layers and the knowledge interval within its margin, the layers
-    Table 1 keeps heads in), else by the table's point estimates within ``knowledge_tolerance``.
-    Where the questions' number is known (:func:`.sampled.n_of`: ``task_n`` or ``mmlu_n``) each shown
-    layer has two parts judged by :mod:`gna.report.verdict`: MMLU's drop beyond ``collapse`` of the
-    above-chance MMLU against the paper's fall to chance, and knowledge's drop within the margin (the
-    json's, else ``knowledge_tolerance``) against the paper's none; paired where the jobs kept their
+    Table 1 keeps heads in), else by the table's point estimates within the knowledge margin (:func:`.verdicts.knowledge_line`).
+    A layer is "collapsed" only where its MMLU loss passes the json's Holm-corrected test as well as the
+    ``collapse`` share. Where the questions' number is known (:func:`.sampled.n_of`: ``task_n`` or
+    ``mmlu_n``) each shown layer has two parts judged by :mod:`gna.report.verdict`: MMLU's drop beyond
+    ``collapse`` of the above-chance MMLU against the paper's fall to chance, with an interval adjusted
+    for the layers it was picked among (Bonferroni, 1 - 0.05/m: a shown layer is the extreme of, or the
+    survivor of a Holm test over, the m layers), and knowledge's drop within the margin (the json's, the
+    same ``knowledge_margin`` rule as :func:`.verdicts.knowledge_line`) against the paper's none; paired where the jobs kept their
     answers: the minimal model's (``answers``, as for :func:`gradual`) against the layer's
     (``removed_answers``, a template of ``model`` and ``layer``), ``tasks`` the columns' tasks. Without
     it, the thresholds on the point estimates. At most 'partly' where the minimal model's knowledge is
@@ -174,9 +177,11 @@ def individual(fig: Path, settings: dict | None = None, answers: str | None = No
         collapsed = sub[lost >= collapse]
         tested = _tested(critical_json, model)
         if tested is None:
-            critical = collapsed[collapsed.knowledge >= base.knowledge - knowledge_tolerance]
+            critical = collapsed[collapsed.knowledge >= base.knowledge - knowledge_line(base.knowledge, st)]
         else:   # the paired test's verdicts, the ones Table 1 keeps heads by
-            named = {flag: {f"L{r['layer']}" for r in tested["layers"] if r[flag]} for flag in ("collapsed", "critical")}
+            # "collapsed" only where the corrected test passes too (the point estimate's share alone is no finding)
+            named = {"collapsed": {f"L{r['layer']}" for r in tested["layers"] if r["collapsed"] and r["significant"]},
+                     "critical": {f"L{r['layer']}" for r in tested["layers"] if r["critical"]}}
             collapsed, critical = sub[sub.layers.isin(named["collapsed"])], sub[sub.layers.isin(named["critical"])]
         if not critical.empty:
             verdict = "holds"
@@ -188,7 +193,9 @@ def individual(fig: Path, settings: dict | None = None, answers: str | None = No
         drops, tested_parts = {}, {}
         if n and n_kn:   # each shown layer's two parts on their intervals, paired where the jobs kept answers
             minimal_answers = read_answers(answers, model=model, depth=int(base.depth))
-            margin = _margin(tested) if tested is not None and tested["layers"] else knowledge_tolerance
+            margin = (_margin(tested) if tested is not None and tested["layers"]
+                      else knowledge_line(base.knowledge, st))
+            family = len(tested["layers"]) if tested is not None and tested["layers"] else len(sub)
             kn = effect("fig3_knowledge")
             kn_chance = st.get("knowledge_chance")
             kn_chance = kn.chance / 100 if kn_chance is None else kn_chance
@@ -199,7 +206,7 @@ def individual(fig: Path, settings: dict | None = None, answers: str | None = No
                                    for role, size in (("mmlu", n), ("knowledge", n_kn))}
                 tested_parts[r.layers] = [
                     part(f"MMLU drop without {r.layers}", base.mmlu, r.mmlu, n, collapse * (base.mmlu - chance),
-                         effect("fig3_critical").scaled(base.mmlu, chance), answers=pairs["mmlu"]),
+                         effect("fig3_critical").scaled(base.mmlu, chance), answers=pairs["mmlu"], m=family),
                     part(f"knowledge drop without {r.layers}", base.knowledge, r.knowledge, n_kn, margin,
                          kn.scaled(base.knowledge, kn_chance), above=False, answers=pairs["knowledge"])]
             verdict = _some_layer([claim_verdict(p) for p in tested_parts.values()])

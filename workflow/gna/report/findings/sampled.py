@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...evaluation.binomial import clopper_pearson, wilson
+from ...evaluation.binomial import Z95, clopper_pearson, wilson
 from ...evaluation.paired import Paired, pair
 from ...evaluation.power import paired_detectable, unpaired_detectable
 from ..verdict import Part
@@ -93,12 +93,13 @@ def count(accuracy: float, n: int) -> int:
     return k
 
 
-def drop_interval(before: float, after: float, n: int, n_after: int | None = None) -> tuple[float, float, float]:
+def drop_interval(before: float, after: float, n: int, n_after: int | None = None,
+                  z: float = Z95) -> tuple[float, float, float]:
     """(drop, low, high): ``before - after``, two accuracies over ``n`` questions (``after`` over
-    ``n_after`` where given: draws pooled), with the Newcombe-Wilson 95% interval of the difference."""
+    ``n_after`` where given), with the Newcombe-Wilson interval of the difference (95%, or at ``z``)."""
     m = n_after or n
     a, b = count(before, n), count(after, m)
-    (la, ua), (lb, ub) = wilson(a, n), wilson(b, m)
+    (la, ua), (lb, ub) = wilson(a, n, z), wilson(b, m, z)
     pa, pb = a / n, b / m
     d = pa - pb
     return d, d - math.sqrt((pa - la) ** 2 + (ub - pb) ** 2), d + math.sqrt((ua - pa) ** 2 + (pb - lb) ** 2)
@@ -148,21 +149,21 @@ def read_answers(template: str | None, **keys) -> pd.DataFrame | None:
     return pd.read_csv(path, dtype={"item": str, "target": str}) if path.is_file() else None
 
 
-def drop(before: float, after: float, n: int, answers: tuple | None = None) -> Drop:
+def drop(before: float, after: float, n: int, answers: tuple | None = None, z: float = Z95) -> Drop:
     """The drop from ``before`` to ``after`` (two accuracies over ``n`` questions each, as the tables
     print them). ``answers``: ``(before's answers, after's answers, tasks)``, the two tables of
     :mod:`gna.evaluation.items` (either may be None: unpaired) and the tasks whose mean accuracy the
     values are (their ``acc``, pooled; tasks of equal size, so that pooling is that mean)."""
     first, second, tasks = answers if answers is not None else (None, None, ())
     if first is None or second is None:
-        return Drop(*drop_interval(before, after, n))
+        return Drop(*drop_interval(before, after, n, z=z))
     counts = [pair(first, second, task) for task in tasks]
     p = Paired(*(sum(getattr(c, f) for c in counts) for f in ("both", "first_only", "second_only", "neither")))
     for value, right in ((before, p.both + p.first_only), (after, p.both + p.second_only)):
         if count(value, p.n) != right:
             raise ValueError(f"the answers of {', '.join(tasks)} ({right} of {p.n} right) are not the table's "
                              f"accuracy {value!r}: results and answers of different runs")
-    return Drop(p.difference, *p.interval(), paired=p)
+    return Drop(p.difference, *p.interval(z), paired=p)
 
 
 def resolved(verdict: str, beyond: bool) -> str:
@@ -170,20 +171,47 @@ def resolved(verdict: str, beyond: bool) -> str:
     return "not resolved" if verdict == "holds" and not beyond else verdict
 
 
+def level_z(m: int = 1, alpha: float = ALPHA) -> float:
+    """The normal quantile of a two-sided interval at ``1 - alpha / m``: Bonferroni's for a condition
+    picked as the extreme of ``m`` candidates (the level at which the family's Holm test rejects its
+    most extreme member), 1.96 for one."""
+    if m <= 1:
+        return Z95
+    from scipy.stats import norm
+
+    return float(norm.ppf(1 - alpha / m / 2))
+
+
+def picked(m: int, alpha: float = ALPHA) -> str:
+    """How a part picked as the extreme of ``m`` candidates says its interval's level."""
+    return f"{100 * (1 - alpha / m):.{1 if m < 20 else 2}f}% interval: the extreme of {m}, Bonferroni-adjusted"
+
+
+UNPAIRED = "no per-item answers kept for both conditions"
+
+
 def part(name: str, first: float, second: float, n: int, line: float, paper: float | None = None,
-         above: bool = True, answers: tuple | None = None, n_second: int | None = None) -> Part:
+         above: bool = True, answers: tuple | None = None, n_second: int | None = None,
+         m: int = 1, soi: float | None = None, why_unpaired: str = UNPAIRED) -> Part:
     """The part of a claim that ``first - second`` (two accuracies in 0-1 over ``n`` and ``n_second``
     questions; a drop: before, after; a gain: after, before) is beyond ``line``, with its interval
-    (:func:`drop`: paired where ``answers`` are) and the smallest difference the test detects at 80%
-    power: paired at the discordance seen, else unpaired on the two sizes' harmonic mean."""
+    (:func:`drop`: paired where ``answers`` are; at Bonferroni's level for the extreme of ``m``
+    candidates, :func:`level_z`) and the smallest difference the test detects at 80% power at that
+    level: paired at the discordance seen, else unpaired on the two sizes' harmonic mean.
+    ``soi``: the smallest effect of interest (a line at 0 with no paper number). An unpaired part
+    says so and why (``why_unpaired``)."""
+    z, alpha = level_z(m), ALPHA / max(m, 1)
     if n_second and n_second != n:
-        d = Drop(*drop_interval(first, second, n, n_second))
+        d = Drop(*drop_interval(first, second, n, n_second, z))
+        why_unpaired = "two samples of different size"
     else:
-        d = drop(first, second, n, answers)
+        d = drop(first, second, n, answers, z)
     if d.paired is not None:
         p = d.paired
-        detectable = paired_detectable(p.n, discordance=(p.first_only + p.second_only) / p.n)
+        detectable = paired_detectable(p.n, discordance=(p.first_only + p.second_only) / p.n, alpha=alpha)
     else:
-        m = n_second or n
-        detectable = unpaired_detectable(round(2 / (1 / n + 1 / m)), max(first, second, 1e-9))
-    return Part(name, d.drop, d.low, d.high, line, above, paper, detectable)
+        n2 = n_second or n
+        detectable = unpaired_detectable(round(2 / (1 / n + 1 / n2)), max(first, second, 1e-9), alpha=alpha)
+    method = "; ".join(x for x in ((picked(m) if m > 1 else ""), ("" if d.paired is not None else why_unpaired)) if x)
+    return Part(name, d.drop, d.low, d.high, line, above, paper, detectable, soi=soi,
+                n=d.paired.n if d.paired is not None else n, paired=d.paired is not None, method=method)

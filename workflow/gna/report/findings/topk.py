@@ -11,36 +11,41 @@ from pathlib import Path
 import pandas as pd
 
 from ..common import chance_of, near_chance
-from ..verdict import HOLDS, PARTLY, REFUTED, UNRESOLVED, claim_verdict, evidence
+from ...evaluation.paired import Paired
+from ...evaluation.power import paired_detectable
+from ..verdict import HOLDS, PARTLY, REFUTED, UNRESOLVED, Part, claim_verdict, evidence, t_interval
 from .paper import at_share
-from .sampled import n_of, part
-from .verdicts import judge, read_table, with_settings
+from .sampled import n_of, part, read_answers
+from .verdicts import judge, knowledge_line, knowledge_untestable, read_table, with_settings
 
 def topk(fig: Path, name: str, claim: str, retrieval: list[str], knowledge: list[str],
-         settings: dict | None = None, paper: str | None = None) -> list[dict]:
-    """Top-k removal at the largest k: retrieval-heavy tasks fall, knowledge holds (within
-    ``knowledge_tolerance``). Tasks the unmodified model is near chance on are left out (all of them:
-    n/a). Where the table holds the random-k control (``random_<role>``, min-max over draws), 'holds'
-    also needs ranked removal to hurt retrieval more than every random draw of the same k, with two
-    draws at least: the ranked mean over the retrieval tasks below the mean of the tasks' lowest
-    random scores (which is at most any one draw's mean: a conservative test); without the control,
-    a fall of 5 points and knowledge held.
+         settings: dict | None = None, paper: str | None = None, answers: str | None = None,
+         tasks: dict | None = None, draws: list[int] | None = None) -> list[dict]:
+    """Top-k removal at the largest k: retrieval-heavy tasks fall, knowledge holds. Tasks the
+    unmodified model is near chance on are left out (all of them: n/a). One verdict path: where the
+    questions' number is known (:func:`.sampled.n_of`), the claim's parts judged by
+    :mod:`gna.report.verdict` (:func:`_topk_parts`); else (a table alone) the same three checks on the
+    point estimates: retrieval falls by more than ``tolerance``, knowledge within its margin
+    (:func:`.verdicts.knowledge_line`) and, where the table holds the random-k control, the ranked
+    retrieval mean below the mean of the tasks' lowest random scores.
 
-    Where the questions' number is known (:func:`.sampled.n_of`) the claim's parts are judged by
-    :mod:`gna.report.verdict` on their intervals (the tasks' items pooled, a random mean pooled over
-    its draws; unpaired): retrieval's fall beyond 5 points against the paper's (``paper``, the
-    paper effects' claim: ``arc_letter`` where the letter-format ARC-C is the retrieval task, else ``topk``; each task's at the paper's
-    largest k whose share of heads is at most ours, scaled to the model), ranked removal's retrieval
-    mean below the random draws' (no paper number: the slides have no random control; one draw
-    cannot hold), and knowledge's fall within ``knowledge_tolerance`` against the paper's.
+    The parts: retrieval's fall from k = 0 beyond ``tolerance`` against the paper's (``paper``, the
+    paper effects' claim: ``arc_letter`` where the letter-format ARC-C is the retrieval task, else
+    ``topk``; each task's at the paper's largest k whose share of heads is at most ours, scaled to the
+    model); random minus ranked retrieval with the random **draw** as the unit (:func:`_draw_part`: a t
+    interval over the draws' paired differences, no paper number: judged against ``smallest_effect``;
+    one draw cannot hold); knowledge's fall within the knowledge margin against the paper's. Paired
+    item by item where the removals kept their answers (``answers``, a template of ``model``, ``k``
+    and ``draw``: "" or "-random<seed>"; ``tasks``, {column: its tasks}; ``draws``, the random seeds),
+    else unpaired, saying so.
 
     A LAMBADA-like task is judged by its accuracy, as the other tasks, and its perplexity
-    (``<task>_ppl``, the slides' score) is shown beside the verdict, not in it (:func:`_perplexities`):
-    a table's perplexity has no count and no interval. Where the table has the positive control
-    (``kv``: each removal's KV accuracy, ``topk_removal.kv_control``) it is judged too
-    (:func:`_kv_control`); where removing the top heads is not shown to cost KV more than random heads,
-    the evidence says "control failed" and a refutation is no longer one ("not resolved (control
-    failed)"): the removal was not shown to act at all."""
+    (``<task>_ppl``, the slides' score) is shown beside the verdict, not in it (:func:`_perplexities`).
+    Where the table has the positive control (``kv``: each removal's KV accuracy,
+    ``topk_removal.kv_control``) it is judged too (:func:`_kv_control`); where removing the top heads is
+    not shown to cost KV more than random heads, a refutation is no longer one ("not resolved (control
+    failed)"): the removal was not shown to act at all. At most "partly" where the unmodified model's
+    knowledge is near ``knowledge_chance`` (knowledge kept cannot fail)."""
     thresholds = with_settings(settings)
     table = read_table(fig, name)
     if table is None:
@@ -61,60 +66,75 @@ def topk(fig: Path, name: str, claim: str, retrieval: list[str], knowledge: list
                              evidence="the unmodified model is near chance on " + ", ".join(
                                  f"{task} ({smallest_k[task]:.1f})" for task in skipped)))
             continue
-
-        def mean_fall(tasks: list[str]) -> float:
-            return sum(smallest_k[task] - largest_k[task] for task in tasks) / len(tasks)
-
-        retrieval_fall, knowledge_fall = mean_fall(retrieval_tasks), mean_fall(knowledge_tasks)
-        kept = knowledge_fall <= 100 * thresholds["knowledge_tolerance"]
-        falls = retrieval_fall >= 5
-        evidence = f"k {int(smallest_k.k)} -> {int(largest_k.k)}: " + ", ".join(
+        evidence_ = f"k {int(smallest_k.k)} -> {int(largest_k.k)}: " + ", ".join(
             f"{task} {smallest_k[task]:.1f} -> {largest_k[task]:.1f}" for task in retrieval_tasks + knowledge_tasks)
         with_control = [task for task in retrieval_tasks
                         if f"random_{task}" in sub and pd.notna(largest_k.get(f"random_{task}"))]
-        if with_control and len(with_control) == len(retrieval_tasks):
-            draws = int(largest_k.random_draws) if pd.notna(largest_k.get("random_draws")) else 1
-            ranked_mean = sum(largest_k[task] for task in retrieval_tasks) / len(retrieval_tasks)
+        control = bool(with_control) and len(with_control) == len(retrieval_tasks)
+        n_draws = int(largest_k.random_draws) if pd.notna(largest_k.get("random_draws")) else 1
+        ranked_mean = sum(largest_k[task] for task in retrieval_tasks) / len(retrieval_tasks)
+        if control:
             random_floor = sum(largest_k[f"random_{task}_min"] for task in retrieval_tasks) / len(retrieval_tasks)
-            beyond = ranked_mean < random_floor
-            on_mean = sum(largest_k[f"random_{task}"] - largest_k[task]
-                          for task in retrieval_tasks) / len(retrieval_tasks) > 0
-            ok = falls and kept and beyond and draws >= 2
-            evidence += ("; random k = " + str(int(largest_k.k)) + f" (mean [min, max] over {draws} draws): "
-                         + ", ".join(f"{task} {largest_k[f'random_{task}']:.1f} "
-                                     f"[{largest_k[f'random_{task}_min']:.1f}, {largest_k[f'random_{task}_max']:.1f}]"
-                                     for task in retrieval_tasks)
-                         + f"; retrieval mean ranked {ranked_mean:.1f} vs random at least {random_floor:.1f}")
-            failed = ([] if falls else ["retrieval falls less than 5 points"]) + (
-                [] if kept else [f"knowledge falls {knowledge_fall:.1f} points"]) + (
-                [] if beyond else [f"ranked removal's retrieval mean {ranked_mean:.1f} not below every random "
-                                   f"draw's (the tasks' lowest random scores average {random_floor:.1f})"]) + (
-                [] if draws >= 2 else ["one random draw: no spread"])
-            verdict = judge(ok, falls and on_mean)
-        else:
-            failed = ([] if falls else ["retrieval falls less than 5 points"]) + (
-                [] if kept else [f"knowledge falls {knowledge_fall:.1f} points"])
-            verdict = judge(falls and kept, retrieval_fall > knowledge_fall)
-        tested = _topk_parts(smallest_k, largest_k, retrieval_tasks, knowledge_tasks, with_control, thresholds,
-                             paper or ("arc_letter" if "arc_challenge_chat" in retrieval else "topk"))
-        if tested:
+            evidence_ += ("; random k = " + str(int(largest_k.k)) + f" (mean [min, max] over {n_draws} draws): "
+                          + ", ".join(f"{task} {largest_k[f'random_{task}']:.1f} "
+                                      f"[{largest_k[f'random_{task}_min']:.1f}, {largest_k[f'random_{task}_max']:.1f}]"
+                                      for task in retrieval_tasks)
+                          + f"; retrieval mean ranked {ranked_mean:.1f} vs the random draws' lowest {random_floor:.1f}")
+        found = dict(answers=answers, model=model, tasks=tasks or {}, draws=draws or [], table=sub)
+        tested = _topk_parts(smallest_k, largest_k, retrieval_tasks, knowledge_tasks, control, thresholds,
+                             paper or ("arc_letter" if "arc_challenge_chat" in retrieval else "topk"), found)
+        if tested is not None:
             verdict, shown = tested
-            evidence += "; " + shown
+            evidence_ += "; " + shown
+        else:   # a table alone: the same checks on the point estimates, the thresholds from the config
+            verdict, failed = _topk_points(smallest_k, largest_k, retrieval_tasks, knowledge_tasks, control,
+                                           n_draws, thresholds)
+            evidence_ += f" (failed: {'; '.join(failed)})" if failed else ""
+        untestable = knowledge_untestable(_pooled(smallest_k, knowledge_tasks, [1] * len(knowledge_tasks)),
+                                          thresholds)
+        if untestable:
+            evidence_ += f" ({untestable})"
+            verdict = PARTLY if verdict == HOLDS else verdict
         if skipped:
-            evidence += "; left out, the unmodified model near chance: " + ", ".join(
+            evidence_ += "; left out, the unmodified model near chance: " + ", ".join(
                 f"{task} ({smallest_k[task]:.1f})" for task in skipped)
         perplexity = [task for task in retrieval if pd.notna(smallest_k.get(f"{task}_ppl"))]
         if perplexity:
-            evidence += "; " + _perplexities(smallest_k, largest_k, perplexity)
-        control = _kv_control(largest_k, thresholds)
-        if control is not None:
-            works, shown = control
-            evidence += "; " + shown
+            evidence_ += "; " + _perplexities(smallest_k, largest_k, perplexity)
+        kv = _kv_control(largest_k, thresholds, found)
+        if kv is not None:
+            works, shown = kv
+            evidence_ += "; " + shown
             if not works and verdict in (REFUTED, PARTLY):   # no removal shown to act: nothing refuted
                 verdict = f"{UNRESOLVED} (control failed)"
-        rows.append(dict(claim=claim, model=model, verdict=verdict,
-                         evidence=evidence + (f" (failed: {'; '.join(failed)})" if failed else "")))
+        rows.append(dict(claim=claim, model=model, verdict=verdict, evidence=evidence_))
     return rows
+
+
+def _topk_points(before, after, retrieval: list[str], knowledge: list[str], control: bool, n_draws: int,
+                 st: dict) -> tuple[str, list[str]]:
+    """(verdict, what failed) on the point estimates, for a table without the questions' number: the
+    retrieval fall beyond ``tolerance``, knowledge's within its margin, ranked below every random draw
+    (two draws at least) where the table has the control; ``partly`` where retrieval falls and, with a
+    control, the ranked mean is below the random one."""
+    def mean_fall(tasks: list[str]) -> float:
+        return sum(before[task] - after[task] for task in tasks) / len(tasks)
+
+    fall, kn_fall = mean_fall(retrieval), mean_fall(knowledge)
+    kn_line = knowledge_line(_pooled(before, knowledge, [1] * len(knowledge)), st, 1.0)
+    falls, kept = fall > 100 * st["tolerance"], kn_fall <= 100 * kn_line
+    failed = ([] if falls else [f"retrieval falls {fall:.1f} points, not beyond {100 * st['tolerance']:.0f}"]) + (
+        [] if kept else [f"knowledge falls {kn_fall:.1f} points, beyond {100 * kn_line:.1f}"])
+    beyond = on_mean = True
+    if control:
+        ranked = sum(after[t] for t in retrieval) / len(retrieval)
+        floor = sum(after[f"random_{t}_min"] for t in retrieval) / len(retrieval)
+        beyond = ranked < floor and n_draws >= 2
+        on_mean = sum(after[f"random_{t}"] for t in retrieval) / len(retrieval) > ranked
+        failed += [] if ranked < floor else [f"ranked removal's retrieval mean {ranked:.1f} not below every random "
+                                              f"draw's (the tasks' lowest random scores average {floor:.1f})"]
+        failed += [] if n_draws >= 2 else ["one random draw: no spread"]
+    return judge(falls and kept and beyond, falls and on_mean), failed
 
 
 def _perplexities(before, after, tasks: list[str]) -> str:
@@ -128,30 +148,35 @@ def _perplexities(before, after, tasks: list[str]) -> str:
     return ", ".join(shown(t) for t in tasks) + " (perplexity: no interval, shown beside the verdict, not in it)"
 
 
-def _kv_control(after, st: dict) -> tuple[bool, str] | None:
+def _kv_control(after, st: dict, found: dict) -> tuple[bool, str] | None:
     """The positive control at the largest k (``kv``, the KV probe's accuracy; ``random_kv`` over the
     draws): removing the top KV heads must cost KV retrieval more than removing random heads, or the
-    removal is not shown to act on what it was ranked for. Where the probe's prompts are known
-    (``task_n["kv"]`` or ``kv_n``) a part judged by :mod:`gna.report.verdict` (random minus ranked KV,
-    the draws pooled, unpaired; the slides have no control, so no paper number); else the ranked KV below
-    every draw's. (works, evidence); None where the table has no control column."""
+    removal is not shown to act on what it was ranked for. With each draw's KV score at hand (its
+    result table), a part judged by :mod:`gna.report.verdict` at the draw level (:func:`_draw_part`,
+    against ``smallest_effect``: the slides have no control, so no paper number); else the ranked KV
+    below every draw's, on the table's points. (works, evidence); None where the table has no control
+    column."""
     if pd.isna(after.get("kv")) or pd.isna(after.get("random_kv")):
         return None
-    draws = int(after.random_draws) if pd.notna(after.get("random_draws")) else 1
+    n_draws = int(after.random_draws) if pd.notna(after.get("random_draws")) else 1
     k = int(after.k)
-    prompts = (st.get("task_n") or {}).get("kv") or st.get("kv_n")   # a probe's prompts, not a task's questions
-    if prompts:
-        n = int(prompts)
-        pooled = round(after.random_kv / 100 * n * draws) / (n * draws)
-        control = part(f"KV control: random minus ranked KV at k {k} ({draws} draw{'s' * (draws > 1)} pooled)",
-                       pooled, after.kv / 100, n * draws, 0.0, None, n_second=n)
-        works, shown = control.verdict == HOLDS, f"n = {n} KV prompts; " + evidence([control])
+    scores = _draw_scores(found, k, _kv_of)
+    if scores is not None and len(scores) >= 2:
+        control = _draw_part(f"KV control: random minus ranked KV at k {k}", [s - after.kv / 100 for s in scores], st)
+        works, shown = control.verdict == HOLDS, evidence([control])
     else:
-        works = after.kv < after.random_kv_min
+        works = after.kv < after.random_kv_min and n_draws >= 2
         shown = (f"KV control at k {k}: ranked {after.kv:.1f} vs random {after.random_kv:.1f} "
-                 f"[{after.random_kv_min:.1f}, {after.random_kv_max:.1f}] over {draws} draws")
+                 f"[{after.random_kv_min:.1f}, {after.random_kv_max:.1f}] over {n_draws} draws (each draw's score "
+                 "not at hand: not judged at the draw level)")
     return works, shown + ("" if works else " (control failed: the top heads' removal is not shown to cost "
                                             "KV retrieval more than random heads)")
+
+
+def _kv_of(answers: pd.DataFrame) -> float | None:
+    """A removal's KV accuracy (0-1) from its answers (the probe's rows: a task named kv...), or None."""
+    rows = answers[answers.task.astype(str).str.startswith("kv") & (answers.metric == "acc")]
+    return float(rows.value.astype(float).mean()) if not rows.empty else None
 
 
 def _pooled(row, tasks: list[str], sizes: list[int], column: str = "{}") -> float:
@@ -161,8 +186,83 @@ def _pooled(row, tasks: list[str], sizes: list[int], column: str = "{}") -> floa
     return sum(row[column.format(task)] * k for task, k in zip(tasks, sizes)) / sum(sizes) / 100
 
 
-def _topk_parts(before, after, retrieval: list[str], knowledge: list[str], with_control: list[str],
-                st: dict, claim: str) -> tuple[str, str] | None:
+METRICS = ("acc", "contains", "answer_match", "exact_match")
+"""A column's metric in its answers: the first of these its tasks have (as the top-k table's, gna.report.heads)."""
+
+
+def _column_values(answers: pd.DataFrame, tasks: list[str], report_filter: str | None) -> pd.Series:
+    """Each question's 0/1 value of one table column (its ``tasks``), indexed by (task, doc_id): the
+    column's metric (:data:`METRICS`) under the table's filter (``report_filter``; else none)."""
+    from ..heads import FILTER_ORDER
+
+    out = []
+    for task in tasks:
+        rows = answers[answers.task == task]
+        metric = next((m for m in METRICS if (rows.metric == m).any()), None)
+        if metric is None:
+            raise KeyError(f"{task}: no per-question accuracy in the answers")
+        rows = rows[rows.metric == metric]
+        present = list(dict.fromkeys(rows["filter"].fillna("none")))
+        chosen = report_filter if report_filter in present else next((f for f in FILTER_ORDER if f in present),
+                                                                     present[0])
+        rows = rows[rows["filter"].fillna("none") == chosen]
+        out.append(rows.set_index(["task", "doc_id"])["value"].astype(float))
+    return pd.concat(out)
+
+
+def _answer_values(found: dict, k: int, draw: str, columns: list[str], after) -> pd.Series | None:
+    """The questions' 0/1 values of ``columns`` (pooled) in one removal's answers, or None where that
+    removal kept none (or the study's columns' tasks are not known)."""
+    template, tasks = found.get("answers"), found.get("tasks") or {}
+    if template is None or not all(c in tasks for c in columns):
+        return None
+    t = read_answers(template, model=found["model"], k=k, draw=draw)
+    if t is None:
+        return None
+    try:
+        return pd.concat([_column_values(t, list(tasks[c]), after.get(f"{c}_filter")) for c in columns])
+    except KeyError:
+        return None
+
+
+def _paired_fall(found: dict, before, after, columns: list[str]) -> Paired | None:
+    """k = 0 against the ranked removal, item by item over ``columns``' questions, or None (unpaired)."""
+    first = _answer_values(found, int(before.k), "", columns, before)
+    second = _answer_values(found, int(after.k), "", columns, after)
+    if first is None or second is None or set(first.index) != set(second.index):
+        return None
+    second = second.loc[first.index]
+    return Paired(both=int(((first == 1) & (second == 1)).sum()), first_only=int(((first == 1) & (second == 0)).sum()),
+                  second_only=int(((first == 0) & (second == 1)).sum()), neither=int(((first == 0) & (second == 0)).sum()))
+
+
+def _draw_scores(found: dict, k: int, score) -> list[float] | None:
+    """Each random draw's ``score`` (a function of its answers table) at ``k``, in the draws' order;
+    None where some draw's answers (or its score) are not at hand."""
+    if not found.get("draws") or found.get("answers") is None:
+        return None
+    out = []
+    for seed in found["draws"]:
+        t = read_answers(found["answers"], model=found["model"], k=k, draw=f"-random{seed}")
+        value = score(t) if t is not None else None
+        if value is None:
+            return None
+        out.append(value)
+    return out
+
+
+def _draw_part(name: str, differences: list[float], st: dict) -> Part:
+    """Random minus ranked with the draw as the unit: Student's t interval over the draws' paired
+    differences (each draw's accuracy minus the ranked removal's, on the same questions), ``d - 1``
+    degrees of freedom, judged against the smallest effect of interest (no paper number)."""
+    mean, low, high, detectable = t_interval(differences)
+    d = len(differences)
+    return Part(name, mean, low, high, 0.0, True, None, detectable, soi=st["smallest_effect"], n=d, paired=None,
+                method=f"draw as the unit: t interval over {d} draws' paired differences, {d - 1} df")
+
+
+def _topk_parts(before, after, retrieval: list[str], knowledge: list[str], control: bool,
+                st: dict, claim: str, found: dict) -> tuple[str, str] | None:
     """(verdict, evidence) of top-k removal's parts on their intervals; None without the questions' number."""
     sizes = [n_of(st, task) for task in retrieval]
     kn_sizes = [n_of(st, task) for task in knowledge]
@@ -176,23 +276,60 @@ def _topk_parts(before, after, retrieval: list[str], knowledge: list[str], with_
         if e is not None and e.published:
             papers.append(e.scaled(before[task] / 100, chance_of(task, st["mmlu_chance"])))
     paper = sum(papers) / len(papers) if papers else None
-    parts = [part(f"retrieval's fall (items pooled), k {int(before.k)} -> {int(after.k)}", _pooled(before, retrieval, sizes),
-                  _pooled(after, retrieval, sizes), n, 0.05, paper)]
-    draws = int(after.random_draws) if pd.notna(after.get("random_draws")) else 1
-    if with_control and len(with_control) == len(retrieval):
-        pooled = round(_pooled(after, retrieval, sizes, "random_{}") * n * draws) / (n * draws)
-        parts.append(part(f"random minus ranked retrieval (items pooled) at k {int(after.k)} ({draws} draw{'s' * (draws > 1)} pooled)", pooled,
-                          _pooled(after, retrieval, sizes), n * draws, 0.0, None, n_second=n))
+    k0, k1 = int(before.k), int(after.k)
+    parts = [_fall_part(f"retrieval's fall, k {k0} -> {k1}", found, before, after, retrieval, sizes,
+                        st["tolerance"], paper)]
+    notes = []
+    n_draws = int(after.random_draws) if pd.notna(after.get("random_draws")) else 1
+    if control:
+        ranked = _answer_values(found, k1, "", retrieval, after)
+        scores = None
+        if ranked is not None and found.get("draws"):
+            scores = []
+            for seed in found["draws"]:
+                values = _answer_values(found, k1, f"-random{seed}", retrieval, after)
+                if values is None or set(values.index) != set(ranked.index):
+                    scores = None
+                    break
+                scores.append(float(values.mean()))
+        if scores is not None and len(scores) >= 2:
+            parts.append(_draw_part(f"random minus ranked retrieval at k {k1}",
+                                    [s - float(ranked.mean()) for s in scores], st))
+        elif scores is not None or n_draws < 2:
+            notes.append("one random draw: its spread unknown, so no 'holds'")
+        else:
+            notes.append("each random draw's answers not at hand: random minus ranked not judged at the draw level, "
+                         "so no 'holds'")
     e_kn = [at_share(claim, task, share) for task in knowledge]
     kn_chance = st.get("knowledge_chance")
     kn_paper = [e.scaled(before[task] / 100, kn_chance if kn_chance is not None else e.chance / 100)
                 for task, e in zip(knowledge, e_kn) if e is not None and e.published]
-    parts.append(part("knowledge's fall", _pooled(before, knowledge, kn_sizes), _pooled(after, knowledge, kn_sizes), n_kn,
-                      st["knowledge_tolerance"], sum(kn_paper) / len(kn_paper) if kn_paper else None, above=False))
+    kn_before = _pooled(before, knowledge, kn_sizes)
+    parts.append(_fall_part("knowledge's fall", found, before, after, knowledge, kn_sizes,
+                            knowledge_line(kn_before, st), sum(kn_paper) / len(kn_paper) if kn_paper else None,
+                            above=False))
     verdict = claim_verdict(parts)
-    note = ""
-    if draws < 2 and len(parts) == 3 and verdict == "holds":
-        verdict, note = "not resolved", " (one random draw: its spread unknown, so no 'holds')"
+    if notes and verdict == HOLDS:
+        verdict = UNRESOLVED
     shown = (f"n = {', '.join(f'{t} {k}' for t, k in zip(retrieval + knowledge, sizes + kn_sizes))} questions; "
-             f"paper at {share:.1%} of the heads: {claim} rows of the paper effects' table; " + evidence(parts) + note)
+             f"paper at {share:.1%} of the heads: {claim} rows of the paper effects' table; knowledge margin "
+             f"{st['knowledge_margin']:.0%} of the unmodified model's above-chance knowledge; " + evidence(parts)
+             + "".join(f" ({x})" for x in notes))
     return verdict, shown
+
+
+def _fall_part(name: str, found: dict, before, after, columns: list[str], sizes: list[int], line: float,
+               paper: float | None, above: bool = True) -> Part:
+    """k = 0 minus the ranked removal over ``columns``' questions pooled: paired on their answers where
+    both removals kept them (the interval then the one a hand count of the answers gives), else the
+    table's accuracies, unpaired."""
+    counts = _paired_fall(found, before, after, columns)
+    first, second = _pooled(before, columns, sizes), _pooled(after, columns, sizes)
+    if counts is not None and counts.n == sum(sizes) and abs(counts.difference - (first - second)) < 1e-3:
+        low, high = counts.interval()
+        detectable = paired_detectable(counts.n, discordance=max((counts.first_only + counts.second_only) / counts.n,
+                                                                 1 / counts.n))
+        return Part(name, counts.difference, low, high, line, above, paper, detectable, n=counts.n, paired=True,
+                    method=f"{counts.first_only} answers lost, {counts.second_only} gained; McNemar p "
+                           f"{counts.p_value:.2g}")
+    return part(name, first, second, sum(sizes), line, paper, above=above)

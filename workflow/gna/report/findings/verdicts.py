@@ -12,7 +12,8 @@ import pandas as pd
 from ...config.schema import defaults_of
 from ..common import near_chance
 
-SETTING_KEYS = ("mmlu_chance", "tolerance", "collapse", "knowledge_tolerance", "knowledge_chance")
+SETTING_KEYS = ("mmlu_chance", "tolerance", "collapse", "knowledge_tolerance", "knowledge_margin", "knowledge_chance",
+                "smallest_effect")
 _LAYER_PRUNING = defaults_of("experiments.layer_pruning")
 SETTINGS = {key: _LAYER_PRUNING.get(key) for key in SETTING_KEYS}
 """The thresholds' defaults: the layer-pruning experiment's, from the schema (where defaults live)."""
@@ -27,6 +28,18 @@ def read_table(figures, name: str) -> pd.DataFrame | None:
     """``figures/name``, or None where this run did not write that table."""
     p = Path(figures) / name
     return pd.read_csv(p) if p.is_file() else None
+
+
+def knowledge_line(reference: float, settings: dict, scale: float = 1.0) -> float:
+    """The one knowledge margin of every section that judges knowledge (Fig. 3, Table 1, top-k, the
+    hybrids): ``knowledge_margin`` (a share) of the reference model's knowledge above the knowledge
+    tasks' chance (``knowledge_chance``, 0 where unset), in units of ``scale`` (1: accuracies in 0-1,
+    100: percent). Fig. 3's critical-layers test uses the same rule (:func:`gna.experiments.pruning.critical_table`):
+    a tenth of what there is to lose, so that a critical layer (which costs at least half the above-chance
+    MMLU) costs retrieval five times what knowledge may lose; near chance it shrinks to nothing, and the
+    near-chance note (:func:`knowledge_untestable`) says so."""
+    chance = settings.get("knowledge_chance") or 0.0
+    return settings["knowledge_margin"] * max(reference / scale - chance, 0.0) * scale
 
 
 def knowledge_untestable(knowledge: float, settings: dict, scale: float = 1.0) -> str:
