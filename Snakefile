@@ -9,15 +9,23 @@ min_version("9.0")
 
 
 # The study: config.yaml unless --configfile names a preset (a preset replaces config.yaml, not
-# merges into it); `--config key=value` then changes that key of the study in use, as in any
+# merges into it) or a file that extends one; `--config key=value` then changes that key of the study in use, as in any
 # Snakemake workflow (Snakemake merges it into the config files). Errors in the study config end
 # in one line naming the file, key or rule (gna.config.study), with no Python frames.
 from gna.errors import GnaError
-from gna.config.study import check_yaml_file, exit_with_config_error, typed_overrides
+from gna.config.study import check_study, check_yaml_file, exit_with_config_error, study_from_files, typed_overrides
 
 try:
     for path in workflow.config_settings.configfiles:  # presets: Snakemake has read them, without these checks
         check_yaml_file(path)
+    # A file with `extends: <preset>` (docs/own-model.md): the preset with that file's models and
+    # experiments in place of its own, the rest merged; `--config` on top, as Snakemake lays it.
+    _extended = study_from_files(workflow.config_settings.configfiles, workflow.basedir,
+                                 workflow.config_settings.config)
+    if _extended is not None:
+        check_study(_extended, workflow.config_settings.configfiles)
+        config.clear()
+        config.update(_extended)
     if not workflow.config_settings.configfiles:
         check_yaml_file(os.path.join(workflow.basedir, "config.yaml"))
 

@@ -222,7 +222,7 @@ def _stats(g: pd.DataFrame) -> dict:
 
 def write_summary(df: pd.DataFrame, info: pd.DataFrame, out: Path, figure: Path) -> None:
     """``summary.md`` (every model and estimator) and ``readme.md`` (the default estimator per model,
-    the table the README quotes), then the figure; models in the order of ``MODELS``."""
+    the shorter table docs/fast-scan.md quotes), then the figure; models in the order of ``MODELS``."""
     order = {m: i for i, m in enumerate(MODELS)}
     df = df.sort_values("model", key=lambda s: s.map(order), kind="stable")
     info = info.set_index("model")

@@ -127,3 +127,22 @@ def test_sizes_that_cannot_finish_are_refused_as_the_schema_refuses_them(tmp_pat
     code, out, err = scan(capsys, "no/such/model", "--out", str(tmp_path / "o"), flag, value)
     typed = float(value) if flag == "--guard-level" else value
     assert code == 2 and err.strip() == f"gna scan: error: {flag} {typed} is outside {bound}"
+
+
+def test_on_cuda_the_weights_default_to_bf16_and_the_scan_says_its_estimate_first(tmp_path, capsys):
+    """No --dtype: bfloat16 on a CUDA device, float32 elsewhere; gna scan prints the plan's estimate of
+    its time (the model's shape, the probe, the device) before the scan starts."""
+    from gna.cli import _spec, default_dtype, main, parser
+
+    assert default_dtype("cuda") == default_dtype("cuda:1") == "bfloat16" and default_dtype("cpu") == "float32"
+    args = parser().parse_args(["scan", "org/model", "--out", "o", "--device", "cuda:0"])
+    assert args.dtype is None and _spec(args)["dtype"] == "bfloat16"
+    assert _spec(parser().parse_args(["scan", "m", "--out", "o", "--dtype", "float32", "--device", "cuda"]))["dtype"] \
+        == "float32"
+    model = str(Path(__file__).resolve().parents[1] / "data/models/micro-llama")
+    assert main(["scan", model, "--out", str(tmp_path / "o"), "--format", "compact", "--n-examples", "8",
+                 "--pairs", "4", "--classify-top", "2"]) == 0
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if x.startswith("plan estimate: "))
+    assert "exact scan of 24 heads on 8 prompts" in line and "one CPU core in float32" in line
+    assert err.index("plan estimate: ") < err.index("head scan")

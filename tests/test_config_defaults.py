@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from gna.config.schema import SCHEMA, defaults_of, with_defaults
+from gna.config.study import study_from_files
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = [ROOT / "config.yaml", *sorted((ROOT / "workflow/configs").glob("*.yaml"))]
@@ -47,6 +48,12 @@ READ_DIRECTLY = [
 # Containers: their keys' defaults fill in once the schema gives the container itself one.
 CONTAINERS = {"eval", "experiments", "experiments.hybrid_distillation.data", "benchmarks", "benchmarks.mmlu"}
 MISSING = object()
+
+
+def study_of(config: Path) -> dict:
+    """A shipped config file's study: the file itself, or, where it extends a preset (the own-model
+    template), the preset with the file laid on it, as the Snakefile builds it."""
+    return study_from_files([config], ROOT) or yaml.safe_load(config.read_text())
 
 
 def schema() -> dict:
@@ -91,7 +98,7 @@ def test_every_key_read_directly_has_its_default_in_the_schema():
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.name)
 def test_each_shipped_config_carries_every_default_once_validated(config):
-    raw = yaml.safe_load(config.read_text())
+    raw = study_of(config)
     cfg = with_defaults(raw)
     checked = 0
     for path in READ_DIRECTLY:
@@ -102,7 +109,7 @@ def test_each_shipped_config_carries_every_default_once_validated(config):
                 assert value == get(raw, path), path
             checked += 1
     assert checked >= 17  # at least the top-level, eval and scan keys
-    assert yaml.safe_load(config.read_text()) == raw  # with_defaults validates a copy
+    assert study_of(config) == raw  # with_defaults validates a copy
 
 
 def test_a_config_that_leaves_the_defaults_out_gets_the_schemas():
@@ -143,7 +150,7 @@ def test_the_workflow_validates_its_config_as_with_defaults_does(config, tmp_pat
         wf = api.workflow(snakefile=ROOT / "Snakefile", workdir=tmp_path, resource_settings=ResourceSettings(),
                           config_settings=ConfigSettings(configfiles=[config]))
         seen = copy.deepcopy(dict(wf._workflow.config))
-    expected = with_defaults(yaml.safe_load(config.read_text()))
+    expected = with_defaults(study_of(config))
     # the workflow resolves the micro task files against the repository (another working directory)
     if "micro_data" in expected["tasks"]:
         assert Path(seen["tasks"]["micro_data"]) == ROOT / expected["tasks"]["micro_data"]

@@ -136,7 +136,10 @@ def test_a_cluster_command_of_the_manual_runs_as_written_in_a_dry_run(tmp_path, 
     words = shlex.split(command, comments=True)
     words = words[[w.split("=", 1)[0].isidentifier() and "=" in w for w in words].index(False):]  # VAR=... prefixes
     assert words[0] == "snakemake"
-    out = subprocess.run([*SNAKEMAKE, *words[1:], "-n", "--directory", str(tmp_path)], cwd=ROOT, capture_output=True,
+    # a dry run in a scratch directory: its options before any `--` (after it, every word is a target)
+    cut = words.index("--") if "--" in words else len(words)
+    words = [*words[:cut], "-n", "--directory", str(tmp_path), *words[cut:]]
+    out = subprocess.run([*SNAKEMAKE, *words[1:]], cwd=ROOT, capture_output=True,
                          text=True, timeout=600, env={**os.environ, "SLURM_CONF": "/dev/null"})
     assert out.returncode == 0, f"{command}\n{out.stdout[-2000:]}{out.stderr[-3000:]}"
     assert "Job stats:" in out.stdout or "Nothing to be done" in out.stdout + out.stderr

@@ -176,13 +176,13 @@ def test_roles_read_the_scans_counts_and_ablate_again_only_without_them(micro, m
 
 
 def test_readme_and_manual_quote_the_findings_rows():
-    """The open questions' claims in the README and the manual are figures/findings.md's rows, verbatim."""
+    """The open questions' claims in the manual are figures/findings.md's rows, verbatim."""
     from gna.report.quote import quoted, rows, table
 
     findings = (ROOT / "figures" / "findings.md").read_text()
     assert len(rows(findings)) >= 5 and all(r[2] in ("holds", "partly", "does not hold", "not resolved", "n/a")
                                             for r in rows(findings))
-    for page in ("README.md", "docs/open-questions.md"):
+    for page in ("docs/open-questions.md",):
         assert quoted((ROOT / page).read_text()) == table(findings), f"{page}: run python -m gna.report.quote"
 
 

@@ -144,3 +144,16 @@ def test_the_guard_counts_unknown_tokens_only_where_the_tokenizer_has_one():
     assert check.problems() == ["the model's baseline accuracy 0.290 is not above chance 0.250 by 0.05 (a ranking "
                                 "would rank noise)"]
     assert guard.ProbeCheck(0.0, 0.31, 0.25, 0.05, 0.05).columns()["probe_check"] == "passed"
+
+
+def test_the_compact_format_failing_on_a_pretrained_tokenizer_advises_the_papers():
+    """The compact format is the micro models' (a word-level tokenizer reads it); where it fails on a
+    tokenizer with no unknown tokens in the prompts (a pretrained one), the advice is to keep the
+    paper's format, not to try the compact one."""
+    failed = guard.ProbeCheck(unknown_share=0.0, baseline_accuracy=0.0, chance_accuracy=0.05, max_unknown_share=0.05,
+                              min_over_chance=0.05)
+    assert guard.advice(failed, "compact") == guard.KEEP_PAPER and "keep --format paper" in guard.KEEP_PAPER
+    assert guard.advice(failed, "paper") == guard.ADVICE
+    unreadable = guard.ProbeCheck(unknown_share=0.6, baseline_accuracy=0.0, chance_accuracy=0.05,
+                                  max_unknown_share=0.05, min_over_chance=0.05)
+    assert guard.advice(unreadable, "compact") == guard.ADVICE   # a word-level tokenizer: the usual remedies

@@ -220,7 +220,7 @@ def test_check_models_must_be_ranked_exactly():
 
 
 def test_readme_and_manual_quote_the_real_findings():
-    """The real models' findings in the README and the manual are figures/real/findings.md's rows,
+    """The real models' findings in the manual are figures/real/findings.md's rows,
     verbatim; each MMLU accuracy there carries its count and interval, and the paper's Llama beside."""
     from gna.report.quote import REAL_FINDINGS, quoted, rows, table
 
@@ -229,6 +229,6 @@ def test_readme_and_manual_quote_the_real_findings():
     assert {m.split(" ")[0] for _, m, _, _ in got} >= {SMOL, QWEN}
     # n and interval: "0.51 (76/150, 0.42-0.59)"
     assert "Llama-3.1-8B" in findings and re.search(r"\(\d+/150, 0\.\d\d-0\.\d\d\)", findings)
-    for page in ("README.md", "docs/real-models.md"):
+    for page in ("docs/real-models.md",):
         assert quoted((ROOT / page).read_text(), REAL_FINDINGS) == table(findings, REAL_FINDINGS), \
             f"{page}: run python -m gna.report.quote"

@@ -24,9 +24,15 @@ from .models.mixer_table import describe_table  # noqa: F401  (also gna.cli.desc
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 
 
+def default_dtype(device: str) -> str:
+    """``--dtype`` not given: bfloat16 on CUDA (as the paper ran its models; log-probs stay float32,
+    gna.probes.scoring), float32 elsewhere (a CPU without bf16 units runs bf16 slower)."""
+    return "bfloat16" if str(device).startswith("cuda") else "float32"
+
+
 def _spec(args) -> dict:
     """The ModelSpec fields the options name (the pipeline's ``model_spec`` in common.smk)."""
-    spec = {"path": args.model, "dtype": args.dtype, "device": args.device}
+    spec = {"path": args.model, "dtype": args.dtype or default_dtype(args.device), "device": args.device}
     if args.family:
         spec["family"] = args.family
     if args.channel_group:
@@ -44,7 +50,7 @@ def cmd_describe(args) -> int:
 
     from .jobs.devices import check_device
 
-    check_device(args.device, key="--device")
+    args.device = check_device(args.device, key="--device")
     model, _ = load_model(_spec(args), with_tokenizer=False)
     print(describe_table(model))
     return 0
@@ -101,7 +107,7 @@ def check_scan_args(args) -> None:
         raise ConfigError(f"--out {args.out}: cannot create a directory in {where}: {e.strerror}") from None
     from .jobs.devices import check_device
 
-    check_device(args.device, key="--device")  # before the model loads, naming the flag typed
+    args.device = check_device(args.device, key="--device")  # before the model loads, naming the flag typed
 
 
 def cmd_scan(args) -> int:
@@ -134,6 +140,7 @@ def cmd_scan(args) -> int:
         values = choose_rule(tok, prompt, args.separator, what=name)
     examples = generate_kv_probe(args.pairs, args.n_examples, args.seed, separator=args.separator, fmt=args.format,
                                  values=values)
+    print(scan_estimate(model, tok, examples, args), file=sys.stderr, flush=True)  # before the scan's minutes
     result = head_scan(model, tok, examples, model_name=name, method=args.method, batch_size=args.batch_size,
                        max_rows=args.max_rows, shared_prefix=args.shared_prefix, classify_top=args.classify_top,
                        classify_examples=args.classify_examples, threshold=args.threshold,
@@ -180,6 +187,17 @@ def cmd_scan(args) -> int:
                                       f"none among the top {len(result.top)} heads"))
     print("wrote " + ", ".join(str(out / p.name) for p in written))
     return 0
+
+
+def scan_estimate(model, tok, examples, args) -> str:
+    """The plan's estimate of this scan, one line (gna.plan.one_scan), from ``gna scan``'s options."""
+    from .plan.one_scan import scan_estimate_line
+    tokens = round(sum(len(tok(e["prompt"])["input_ids"]) for e in examples[:16]) / max(1, len(examples[:16])))
+    settings = {k: getattr(args, k) for k in ("batch_size", "max_rows", "classify_top", "classify_examples",
+                                              "method", "candidates", "guard_sample", "graddrop")}
+    return scan_estimate_line(_model_name(args.model), model.config.to_dict(), family=args.family,
+                              dtype=args.dtype or default_dtype(args.device), device=args.device,
+                              n_examples=len(examples), tokens=tokens, n_pairs=args.pairs, **settings)
 
 
 SCAN_SETTINGS = (
@@ -234,7 +252,8 @@ def _setting_option(group, flag: str, key: str) -> None:
 def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL", help="a Hugging Face id (from the local cache when offline) or a "
                    "local directory holding config.json and the weights")
-    p.add_argument("--dtype", choices=DTYPES, default="float32", help="weights' dtype (default: %(default)s)")
+    p.add_argument("--dtype", choices=DTYPES, default=None,
+                   help="weights' dtype (default: bfloat16 on CUDA, float32 elsewhere; log-probs are float32 either way)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, mps or auto (default: %(default)s); "
                    "refused at once if this machine lacks it")
     p.add_argument("--family", help="force an adapter family (default: detected from config.json)")

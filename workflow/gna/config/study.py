@@ -5,12 +5,17 @@ how a config error ends (one line, no Python frames). Standard library and PyYAM
 - ``config.yaml`` is the study unless ``--configfile`` names a preset, which replaces it;
   ``--config key=value`` then changes that key of the study in use (Snakemake merges it into the
   config files' values, nested mappings key by key).
+- A config file with ``extends: <preset>`` is a study in a few lines: the preset, with the file's
+  models and experiments in place of the preset's and the rest merged key by key
+  (:func:`study_from_files`; docs/own-model.md); checked key by key against the schema, then as a
+  whole, each error naming the file and the key (jsonschema is imported for such a file only).
 - Snakemake reads a nested ``--config`` value with YAML's base loader, so every scalar inside it
   is a string (``nodes: '2'``): :func:`typed_overrides` gives those scalars their YAML type, as the
   same text in a config file would have.
 """
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -118,3 +123,185 @@ def exit_with_config_error(e: BaseException) -> None:
     msg = " ".join(str(e).split())
     print(msg if msg.startswith("config error") else f"config error: {msg}", file=sys.stderr, flush=True)
     raise SystemExit(1)
+
+
+# -- a study in a few lines: a file that extends a preset ------------------------------------------
+
+EXTENDS = "extends"
+"""The key of a user's study file that names the preset it extends (``extends: paper``)."""
+
+OWN_KEYS = ("models", "experiments")
+"""What an extending file gives whole: its models and the experiments it runs (the preset's are
+dropped, not merged into: a merge could never remove an experiment or a model the preset runs)."""
+
+MODEL_LISTS = {("scan", "models"): None, ("scan", "check_models"): [], ("scan", "method_by_model"): {},
+               ("benchmarks", "mmlu", "models"): []}
+"""Settings that name the preset's models, and what an extending file that leaves them out gets in
+their place (``None``: every model the file defines: its models are scanned)."""
+
+MICRO_FIGURES = "figures"
+"""The micro study's figures folder, committed: an extending study never writes there."""
+
+
+def preset_path(name: str, user_file, basedir) -> Path:
+    """The preset an ``extends:`` value names: a preset's name (``paper``, ``real``, ``smoke``: a file
+    in workflow/configs/; ``micro``: config.yaml), or a YAML file's path, relative to the user's file
+    (else to the working directory)."""
+    base = Path(basedir)
+    named = {p.stem: p for p in sorted((base / "workflow" / "configs").glob("*.yaml"))
+             if not re.search(rf"^{EXTENDS}:", p.read_text(), re.M)}   # a template that extends is no preset
+    named["micro"] = base / "config.yaml"
+    if isinstance(name, str) and name in named:
+        return named[name]
+    if isinstance(name, str) and name.endswith((".yaml", ".yml")):
+        for candidate in (Path(user_file).parent / name, Path(name)):
+            if candidate.is_file():
+                return candidate
+    raise StudyConfigError(f"config error: {user_file}: {EXTENDS}: {name!r} is neither a preset "
+                           f"({', '.join(sorted(named))}) nor a YAML file there")
+
+
+def merge(base: dict, over: dict) -> dict:
+    """``over`` laid on ``base`` as Snakemake merges config files: mappings key by key, recursively;
+    any other value (a list, a scalar) replaces the base's."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _load(path) -> dict:
+    import yaml
+
+    check_yaml_file(path)
+    return yaml.safe_load(Path(path).read_text())
+
+
+def extended(user_file, basedir, below: dict | None = None) -> dict:
+    """The study an extending file describes: the preset it names (laid on ``below``, what earlier
+    config files gave), the file laid on it, with the file's own :data:`OWN_KEYS` and the model lists
+    of :data:`MODEL_LISTS` in place of the preset's; ``figures`` (default ``figures/<file's stem>``)
+    and ``study`` (default the file's stem) its own. Each key of the file is checked against the
+    schema first, an unknown one refused in one line naming the file and the key."""
+    user = _load(user_file)
+    stem = Path(user_file).stem
+    preset_file = preset_path(user.pop(EXTENDS), user_file, basedir)
+    preset = _load(preset_file)
+    if EXTENDS in preset:
+        raise StudyConfigError(f"config error: {user_file}: {EXTENDS}: {preset_file} extends another preset; "
+                               f"name a preset that does not")
+    check_keys(user, user_file)
+    missing = [k for k in OWN_KEYS if k not in user]
+    if missing:
+        raise StudyConfigError(f"config error: {user_file}: no {' and no '.join(missing)}: a file that extends a "
+                               f"preset names its own models and the experiments it runs")
+    out = merge(below or {}, preset)
+    for key in OWN_KEYS:
+        out.pop(key, None)
+    for path, empty in MODEL_LISTS.items():
+        if _get(user, path) is None:
+            _set(out, path, sorted(user["models"]) if empty is None else empty)
+    out = merge(out, user)
+    out["study"] = user.get("study", stem)
+    out["figures"] = user.get("figures", f"{MICRO_FIGURES}/{stem}")
+    if Path(out["figures"]).as_posix().rstrip("/") in (MICRO_FIGURES, "."):
+        raise StudyConfigError(f"config error: {user_file}: figures: {user['figures']!r} is the micro study's "
+                               f"committed folder; give this study its own ({MICRO_FIGURES}/{stem})")
+    return out
+
+
+def _get(d: dict, path: tuple):
+    for part in path:
+        if not isinstance(d, dict) or part not in d:
+            return None
+        d = d[part]
+    return d
+
+
+def _set(d: dict, path: tuple, value) -> None:
+    for part in path[:-1]:
+        if not isinstance(d.get(part), dict):
+            return          # the preset has no such block: nothing of the preset's to replace
+        d = d[part]
+    d[path[-1]] = value
+
+
+def check_keys(data: dict, path, schema: dict | None = None) -> None:
+    """Refuse a key of ``data`` (a config file's mapping) that the schema does not know, in one line
+    naming the file and the dotted key, with the nearest known key where one is near."""
+    import difflib
+
+    import yaml
+
+    from .schema import SCHEMA
+
+    root = schema or yaml.safe_load(SCHEMA.read_text())
+
+    def resolve(node):
+        while isinstance(node, dict) and "$ref" in node:
+            node = root["$defs"][node["$ref"].rsplit("/", 1)[-1]]
+        return node
+
+    def walk(value, node, where):
+        node = resolve(node)
+        if not isinstance(value, dict) or not isinstance(node, dict):
+            return
+        props = node.get("properties")
+        extra = node.get("additionalProperties", True)
+        for key, sub in value.items():
+            dotted = f"{where}.{key}" if where else str(key)
+            if props and key in props:
+                walk(sub, props[key], dotted)
+            elif isinstance(extra, dict):
+                walk(sub, extra, dotted)
+            elif extra is False and props is not None:
+                near = difflib.get_close_matches(str(key), list(props), n=1)
+                hint = f" (did you mean {where + '.' if where else ''}{near[0]}?)" if near else \
+                    f" (known here: {', '.join(props)})"
+                raise StudyConfigError(f"config error: {path}: {dotted} is not a setting of the study{hint}")
+
+    walk(data, root, "")
+
+
+def study_from_files(files, basedir, overrides: dict | None = None) -> dict | None:
+    """The study the ``--configfile`` files describe where one of them extends a preset (None where
+    none does: Snakemake's own merge of the files stands): the files merged in order as Snakemake
+    merges them, an extending file through :func:`extended`, ``overrides`` (``--config``) on top."""
+    files = list(files or ())
+    loaded = [(f, _load(f)) for f in files]
+    if not any(EXTENDS in data for _, data in loaded):
+        return None
+    out: dict = {}
+    for f, data in loaded:
+        out = extended(f, basedir, below=out) if EXTENDS in data else merge(out, data)
+    return merge(out, dict(overrides or {}))
+
+
+def check_study(config: dict, files) -> None:
+    """Validate a study built from an extending file against the schema, the failing key named with
+    the file that set it (the last of ``files`` that has it; else the preset's)."""
+    import jsonschema
+    import yaml
+
+    from .checks import schema_error
+    from .schema import SCHEMA
+
+    schema = yaml.safe_load(SCHEMA.read_text())
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(config))
+    if error is None:
+        return
+    key = tuple(error.absolute_path)
+    where = next((f for f in reversed(list(files)) if _has(_load(f), key)), None)
+    line = str(schema_error(config, SCHEMA))
+    raise StudyConfigError(line.replace("config error: ", f"config error: {where}: ", 1) if where else line)
+
+
+def _has(d, path) -> bool:
+    for part in path:
+        if isinstance(d, dict) and part in d:
+            d = d[part]
+        elif isinstance(d, list) and isinstance(part, int) and part < len(d):
+            d = d[part]
+        else:
+            return False
+    return True

@@ -62,7 +62,8 @@ def head_scan(model: nn.Module, tokenizer, examples: list[dict], *, model_name: 
     if shared_prefix and not packed:
         say("scan.shared_prefix: this model has a mixer other than eager or sdpa attention; a row per continuation")
     encoded = encode(examples, tokenizer, packed=packed)
-    checked = check_probe(model, tokenizer, encoded, batch_size=batch_size, what=what, **probe_check)
+    checked = check_probe(model, tokenizer, encoded, batch_size=batch_size, what=what,
+                          fmt=examples[0].get("fmt") if examples else None, **probe_check)
     mixers = describe(model).mixers
     classifiable = sorted({m.kind for m in mixers if has_mixing_matrix(m)})
     unclassified = sorted({m.kind for m in mixers} - set(classifiable))

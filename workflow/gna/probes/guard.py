@@ -22,6 +22,22 @@ ADVICE = ("use a probe the model can read and solve: --format compact (pipeline:
           "true) ranks anyway")
 
 
+KEEP_PAPER = ("the compact format (k197 5 ... k215 ?) is the micro models' own, read by their word-level tokenizer; "
+              "a pretrained model reads the paper's: keep --format paper, the default (pipeline: kv_probe.format: "
+              "paper); else another separator (--separator / kv_probe.separator), fewer pairs (--pairs / "
+              "scan.n_pairs), or a model that can do the task; --force (scan.probe_check.force: true) ranks anyway")
+"""The advice where the compact format fails on a tokenizer that reads the paper's words (no unknown token
+among them): the compact format is right only for the micro models."""
+
+
+def advice(result: "ProbeCheck", fmt: str | None = None) -> str:
+    """What to do about a failed check: keep the paper's format where the compact one failed on a
+    tokenizer that has no unknown tokens in it (a pretrained one), else :data:`ADVICE`."""
+    if fmt == "compact" and result.unknown_share <= result.max_unknown_share:
+        return KEEP_PAPER
+    return ADVICE
+
+
 @dataclass
 class ProbeCheck:
     unknown_share: float      # share of the prompts' tokens that are the tokenizer's unknown token
@@ -61,9 +77,11 @@ def unknown_share(encoded, tokenizer) -> float:
 
 
 def check_probe(model, tokenizer, encoded, batch_size: int = 32, max_unknown_share: float = 0.05,
-                min_over_chance: float = 0.05, force: bool = False, what: str = "the probe") -> ProbeCheck:
+                min_over_chance: float = 0.05, force: bool = False, what: str = "the probe",
+                fmt: str | None = None) -> ProbeCheck:
     """Measure the probe against the model (one forward of the unmodified model per batch) and
-    raise a ProbeError naming every problem and the remedies, unless ``force``."""
+    raise a ProbeError naming every problem and the remedies (:func:`advice`; ``fmt``: the probe's
+    format), unless ``force``."""
     from .scoring import score
 
     baseline = score(model, encoded, batch_size=batch_size)
@@ -73,5 +91,5 @@ def check_probe(model, tokenizer, encoded, batch_size: int = 32, max_unknown_sha
                         min_over_chance=min_over_chance, forced=force)
     problems = result.problems()
     if problems and not force:
-        raise ProbeError(f"{what} means nothing for this model: {'; '.join(problems)}. {ADVICE}")
+        raise ProbeError(f"{what} means nothing for this model: {'; '.join(problems)}. {advice(result, fmt)}")
     return result

@@ -12,7 +12,7 @@
 - :mod:`.paths`, :mod:`.ga_paths`: path patching by component (query, key, value) and position, the
   direct path to the logits, and the G-to-A matrix with intervals.
 - :mod:`.roles`: G&A roles kept only for heads whose drop is beyond noise.
-- :mod:`.answers`: the verdicts of the open questions in figures/findings.md (quoted in the README and
+- :mod:`.answers`: the verdicts of the open questions in figures/findings.md (quoted in the
   manual by :mod:`gna.report.quote`).
 - :mod:`.names`: the names of heads and head sets in the tables (torch-free, for the figures).
 - :mod:`.mohawk`: a ranking's top k as goombalab/mohawk's inputs (architecture YAML and head map).

@@ -1,10 +1,10 @@
-"""Findings quoted word for word in the README and the manual, so that a claim there is the verdict
+"""Findings quoted word for word in the manual, so that a claim there is the verdict
 the run computed, with its n and intervals. Each block sits between
 ``<!-- NAME:begin (SOURCE; python -m gna.report.quote) -->`` and ``<!-- NAME:end -->``:
 ``open_questions`` holds the micro study's "Open question:" claims, ``real_findings`` every claim of
 the real-model study (``figures/real/``), the paper's Llama-3.1-8B beside each.
 
-    python -m gna.report.quote [ROOT]    # rewrite every block of the README and the manual's pages
+    python -m gna.report.quote [ROOT]    # rewrite every block of the manual's pages
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ OPEN_QUESTIONS = Block("open_questions", "figures/findings.md", "Open question: 
 REAL_FINDINGS = Block("real_findings", "figures/real/findings.md", "",
                       "| claim of the paper | model | verdict | evidence: n, 95% intervals, the paper's Llama-3.1-8B |")
 BLOCKS = (OPEN_QUESTIONS, REAL_FINDINGS)
-PAGES = ("README.md", "docs/open-questions.md", "docs/real-models.md")
+PAGES = ("docs/open-questions.md", "docs/real-models.md")
 
 
 def rows(findings_md: str, prefix: str = OPEN_QUESTIONS.prefix) -> list[tuple[str, str, str, str]]:
