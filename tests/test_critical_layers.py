@@ -199,8 +199,9 @@ def test_fig3_findings_take_the_tested_critical_layers_where_the_run_has_them(tm
                   mmlu=v, knowledge=0.9) for layer, v in ((0, 0.75), (1, 0.3), (2, 0.75))]
     pd.DataFrame(rows).to_csv(tmp_path / "layer_pruning.csv", index=False)
     assert pruning_findings.individual(tmp_path)[0]["verdict"] == "holds"       # L1 by point estimates
-    layer = dict(knowledge_margin=0.065, collapsed=False, critical=False)
-    tested = {"layers": [{**layer, "layer": 0}, {**layer, "layer": 1, "collapsed": True}, {**layer, "layer": 2}]}
+    layer = dict(knowledge_margin=0.065, collapsed=False, significant=False, critical=False)
+    tested = {"layers": [{**layer, "layer": 0}, {**layer, "layer": 1, "collapsed": True, "significant": True},
+                         {**layer, "layer": 2}]}
     (tmp_path / "m.critical.json").write_text(json.dumps(tested))
     r = pruning_findings.individual(tmp_path, critical_json=str(tmp_path / "{model}.critical.json"))[0]
     assert r["verdict"] == "partly" and "McNemar, Holm over 3 layers" in r["evidence"]

@@ -116,7 +116,8 @@ def test_the_finding_says_where_each_head_set_aggregates(tmp_path):
     assert found["attention"]["verdict"] == "does not hold"
     assert "aggregate at option_values (-67.5); the answer row costs 1.5" in found["attention"]["evidence"]
     # the SSM heads: the answer row costs most (-64.5), but option_values (-58.0) lies within its interval
-    assert found["ssm"]["verdict"] == "not resolved" and "aggregate at answer (-64.5)" in found["ssm"]["evidence"]
+    # a zero-line part against its smallest effect of interest: too few prompts to tell (gna.report.verdict)
+    assert found["ssm"]["verdict"].startswith("not resolved (underpowered") and "aggregate at answer (-64.5)" in found["ssm"]["evidence"]
     assert "the answer row's fall beyond option_values's +0.07 [" in found["ssm"]["evidence"]
     pd.DataFrame([dict(model="m", mode="last_row", k=0, heads_masked="0", mmlu=90.5, knowledge=99.0),
                   dict(model="m", mode="last_row", k=8, heads_masked="all", mmlu=89.0, knowledge=99.0)]
