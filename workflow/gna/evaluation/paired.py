@@ -50,6 +50,14 @@ class Paired:
         return self.both + self.first_only + self.second_only + self.neither
 
     @property
+    def first_accuracy(self) -> float:
+        return (self.both + self.first_only) / self.n
+
+    @property
+    def second_accuracy(self) -> float:
+        return (self.both + self.second_only) / self.n
+
+    @property
     def difference(self) -> float:
         """The first condition's accuracy minus the second's (a drop, where the second is the ablated one)."""
         return (self.first_only - self.second_only) / self.n
@@ -126,7 +134,11 @@ def pair(first: pd.DataFrame, second: pd.DataFrame, task: str, metric: str = "ac
 def pooled(first: pd.DataFrame, second: pd.DataFrame, tasks, metric: str = "acc", filter: str = "none") -> Paired:
     """The counts of :func:`pair` summed over ``tasks``: several tasks' questions as one sample (each
     question once; the mean of equal-sized tasks' accuracies is then the pooled accuracy)."""
-    counts = [pair(first, second, task, metric, filter) for task in tasks]
+    return total([pair(first, second, task, metric, filter) for task in tasks])
+
+
+def total(counts: list[Paired]) -> Paired:
+    """Several tasks' counts as one sample (each question once)."""
     if not counts:
         raise PairingError("no task to pair")
     return Paired(*(sum(getattr(c, f) for c in counts) for f in ("both", "first_only", "second_only", "neither")))

@@ -14,7 +14,7 @@ from .common import fmt_spread, model_panels, published, save_figure, spread, wr
 FILTER_ORDER = ("none", "strict-match", "flexible-extract")
 
 
-def _one_filter(sub: pd.DataFrame, metric: str, report_filter: str) -> tuple[pd.DataFrame, str]:
+def one_filter(sub: pd.DataFrame, metric: str, report_filter: str) -> tuple[pd.DataFrame, str]:
     """The rows of ``metric`` under one lm-eval filter: ``report_filter`` where it is there, else
     the first of FILTER_ORDER present (results keep every filter; a table shows one, named)."""
     rows = sub[sub.metric == metric]
@@ -37,11 +37,11 @@ def role_scores(df: pd.DataFrame, roles: dict[str, list[str]], key: str,
     for role, tasks in roles.items():
         sub = df[df.task.isin(tasks)]
         if (sub.metric == "perplexity").any():
-            rows, _ = _one_filter(sub, "perplexity", report_filter)
+            rows, _ = one_filter(sub, "perplexity", report_filter)
             cols[f"{role}_ppl"] = metric_by(rows, key, tasks, "perplexity")
         for metric in ("acc", "contains", "answer_match", "exact_match"):
             if (sub.metric == metric).any():
-                rows, chosen = _one_filter(sub, metric, report_filter)
+                rows, chosen = one_filter(sub, metric, report_filter)
                 cols[role] = metric_by(rows, key, tasks, metric) * 100
                 if chosen != "none":
                     cols[f"{role}_filter"] = pd.Series(chosen, index=cols[role].index)

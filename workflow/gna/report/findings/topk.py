@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..common import chance_of, near_chance
-from ...evaluation.paired import Paired
+from ...evaluation.paired import Paired, PairingError, pair, total
 from ...evaluation.power import paired_detectable
 from ..verdict import HOLDS, PARTLY, REFUTED, UNRESOLVED, Part, claim_verdict, evidence, t_interval
 from .paper import at_share
@@ -160,7 +160,11 @@ def _kv_control(after, st: dict, found: dict) -> tuple[bool, str] | None:
         return None
     n_draws = int(after.random_draws) if pd.notna(after.get("random_draws")) else 1
     k = int(after.k)
-    scores = _draw_scores(found, k, _kv_of)
+    def kv_of(draw: str) -> float | None:
+        answers = read_answers(found["answers"], model=found["model"], k=k, draw=draw)
+        return _kv_of(answers) if answers is not None else None
+
+    scores = _draw_scores(found, kv_of)
     if scores is not None and len(scores) >= 2:
         control = _draw_part(f"KV control: random minus ranked KV at k {k}", [s - after.kv / 100 for s in scores], st)
         works, shown = control.verdict == HOLDS, evidence([control])
@@ -186,69 +190,47 @@ def _pooled(row, tasks: list[str], sizes: list[int], column: str = "{}") -> floa
     return sum(row[column.format(task)] * k for task, k in zip(tasks, sizes)) / sum(sizes) / 100
 
 
-METRICS = ("acc", "contains", "answer_match", "exact_match")
-"""A column's metric in its answers: the first of these its tasks have (as the top-k table's, gna.report.heads)."""
-
-
-def _column_values(answers: pd.DataFrame, tasks: list[str], report_filter: str | None) -> pd.Series:
-    """Each question's 0/1 value of one table column (its ``tasks``), indexed by (task, doc_id): the
-    column's metric (:data:`METRICS`) under the table's filter (``report_filter``; else none)."""
-    from ..heads import FILTER_ORDER
+def _column_pairs(first: pd.DataFrame, second: pd.DataFrame, tasks: list[str], report_filter: str | None) -> list[Paired]:
+    """Two removals' answers on one table column's ``tasks``, question by question
+    (:func:`gna.evaluation.paired.pair`): each task's metric the first of the tables' scores it has
+    (``GEN_METRICS``), under the table's filter where the task has it (``report_filter``)."""
+    from ..heads import one_filter   # the tables' modules, with matplotlib: only where answers are paired
+    from ..hybrid_distillation import GEN_METRICS
 
     out = []
     for task in tasks:
-        rows = answers[answers.task == task]
-        metric = next((m for m in METRICS if (rows.metric == m).any()), None)
+        rows = first[first.task == task]
+        metric = next((m for m in GEN_METRICS if (rows.metric == m).any()), None)
         if metric is None:
-            raise KeyError(f"{task}: no per-question accuracy in the answers")
-        rows = rows[rows.metric == metric]
-        present = list(dict.fromkeys(rows["filter"].fillna("none")))
-        chosen = report_filter if report_filter in present else next((f for f in FILTER_ORDER if f in present),
-                                                                     present[0])
-        rows = rows[rows["filter"].fillna("none") == chosen]
-        out.append(rows.set_index(["task", "doc_id"])["value"].astype(float))
-    return pd.concat(out)
+            raise PairingError(f"{task}: no per-question accuracy in the answers")
+        out.append(pair(first, second, task, metric, one_filter(rows, metric, report_filter)[1]))
+    return out
 
 
-def _answer_values(found: dict, k: int, draw: str, columns: list[str], after) -> pd.Series | None:
-    """The questions' 0/1 values of ``columns`` (pooled) in one removal's answers, or None where that
-    removal kept none (or the study's columns' tasks are not known)."""
+def _removals_paired(found: dict, first: tuple[int, str], second: tuple[int, str], columns: list[str],
+                     row) -> Paired | None:
+    """Two removals (each ``(k, draw)``: draw "" or "-random<seed>") over ``columns``' questions pooled,
+    item by item; None where either kept no answers, the study's columns' tasks are not known, or their
+    questions differ (unpaired). ``row``: the table's row, whose ``<column>_filter`` names the filter."""
     template, tasks = found.get("answers"), found.get("tasks") or {}
     if template is None or not all(c in tasks for c in columns):
         return None
-    t = read_answers(template, model=found["model"], k=k, draw=draw)
-    if t is None:
+    a, b = (read_answers(template, model=found["model"], k=k, draw=draw) for k, draw in (first, second))
+    if a is None or b is None:
         return None
     try:
-        return pd.concat([_column_values(t, list(tasks[c]), after.get(f"{c}_filter")) for c in columns])
-    except KeyError:
+        return total([c for col in columns for c in _column_pairs(a, b, list(tasks[col]), row.get(f"{col}_filter"))])
+    except PairingError:
         return None
 
 
-def _paired_fall(found: dict, before, after, columns: list[str]) -> Paired | None:
-    """k = 0 against the ranked removal, item by item over ``columns``' questions, or None (unpaired)."""
-    first = _answer_values(found, int(before.k), "", columns, before)
-    second = _answer_values(found, int(after.k), "", columns, after)
-    if first is None or second is None or set(first.index) != set(second.index):
-        return None
-    second = second.loc[first.index]
-    return Paired(both=int(((first == 1) & (second == 1)).sum()), first_only=int(((first == 1) & (second == 0)).sum()),
-                  second_only=int(((first == 0) & (second == 1)).sum()), neither=int(((first == 0) & (second == 0)).sum()))
-
-
-def _draw_scores(found: dict, k: int, score) -> list[float] | None:
-    """Each random draw's ``score`` (a function of its answers table) at ``k``, in the draws' order;
-    None where some draw's answers (or its score) are not at hand."""
+def _draw_scores(found: dict, score) -> list[float] | None:
+    """``score(draw)`` of each random draw (draw "-random<seed>"), in the draws' order; None where
+    some draw's is not at hand."""
     if not found.get("draws") or found.get("answers") is None:
         return None
-    out = []
-    for seed in found["draws"]:
-        t = read_answers(found["answers"], model=found["model"], k=k, draw=f"-random{seed}")
-        value = score(t) if t is not None else None
-        if value is None:
-            return None
-        out.append(value)
-    return out
+    out = [score(f"-random{seed}") for seed in found["draws"]]
+    return None if any(v is None for v in out) else out
 
 
 def _draw_part(name: str, differences: list[float], st: dict) -> Part:
@@ -282,19 +264,13 @@ def _topk_parts(before, after, retrieval: list[str], knowledge: list[str], contr
     notes = []
     n_draws = int(after.random_draws) if pd.notna(after.get("random_draws")) else 1
     if control:
-        ranked = _answer_values(found, k1, "", retrieval, after)
-        scores = None
-        if ranked is not None and found.get("draws"):
-            scores = []
-            for seed in found["draws"]:
-                values = _answer_values(found, k1, f"-random{seed}", retrieval, after)
-                if values is None or set(values.index) != set(ranked.index):
-                    scores = None
-                    break
-                scores.append(float(values.mean()))
+        def random_minus_ranked(draw: str) -> float | None:   # on the same questions
+            counts = _removals_paired(found, (k1, ""), (k1, draw), retrieval, after)
+            return counts.second_accuracy - counts.first_accuracy if counts is not None else None
+
+        scores = _draw_scores(found, random_minus_ranked)
         if scores is not None and len(scores) >= 2:
-            parts.append(_draw_part(f"random minus ranked retrieval at k {k1}",
-                                    [s - float(ranked.mean()) for s in scores], st))
+            parts.append(_draw_part(f"random minus ranked retrieval at k {k1}", scores, st))
         elif scores is not None or n_draws < 2:
             notes.append("one random draw: its spread unknown, so no 'holds'")
         else:
@@ -323,7 +299,7 @@ def _fall_part(name: str, found: dict, before, after, columns: list[str], sizes:
     """k = 0 minus the ranked removal over ``columns``' questions pooled: paired on their answers where
     both removals kept them (the interval then the one a hand count of the answers gives), else the
     table's accuracies, unpaired."""
-    counts = _paired_fall(found, before, after, columns)
+    counts = _removals_paired(found, (int(before.k), ""), (int(after.k), ""), columns, after)
     first, second = _pooled(before, columns, sizes), _pooled(after, columns, sizes)
     if counts is not None and counts.n == sum(sizes) and abs(counts.difference - (first - second)) < 1e-3:
         low, high = counts.interval()
