@@ -120,6 +120,35 @@ def test_a_layer_picked_as_the_largest_of_24_is_not_held_on_an_unadjusted_interv
     assert "99.79% interval: the extreme of 24, Bonferroni-adjusted" in adjusted.text()
 
 
+def test_fig2s_depth_of_the_fall_is_judged_as_a_pick_among_the_cut_depths(tmp_path):
+    from gna.report.findings import pruning
+
+    def collapse(depths: int) -> str:
+        # full 120/200 right, the minimal depth one layer under the full one, the fall to 58/200 one
+        # under that: past a 0.5 collapse line on its own interval, not as the pick of 23 depths
+        mmlu = [58 / 200] * (depths - 2) + [120 / 200, 120 / 200]
+        rows = [dict(model="m", experiment="gradual", layers=f"0..{d - 1}", depth=d, mmlu=v, knowledge=0.9,
+                     minimal_depth=depths - 1) for d, v in enumerate(mmlu, start=1)]
+        pd.DataFrame(rows).to_csv(tmp_path / "layer_pruning.csv", index=False)
+        r = pruning.gradual(tmp_path, {"mmlu_n": 200, "collapse": 0.5, "tolerance": 0.1})[0]
+        return part_text(r["evidence"], "(collapse)")
+
+    alone, picked = collapse(3), collapse(24)
+    assert alone.endswith(": holds") and "the extreme of 2, Bonferroni-adjusted" in alone
+    assert "the extreme of 23, Bonferroni-adjusted" in picked and not picked.endswith(": holds")
+
+
+def test_table1s_best_other_condition_is_judged_as_a_pick_of_three(tmp_path):
+    table = pd.DataFrame([dict(model="m", source="mmlu", condition=c, gather="L1H0", aggregate="L2H1", mmlu=v,
+                               knowledge=90.0) for c, v in
+                          (("both", 60.0), ("gather_only", 50.0), ("aggregate_only", 40.0), ("neither", 30.0))])
+    table.to_csv(tmp_path / "head_keeping.csv", index=False)
+    r = head_findings.head_keeping(tmp_path, {"mmlu_n": 200})[0]
+    assert "the best other 0.50" in r["evidence"] and "(98.3% interval: the extreme of 3, Bonferroni-adjusted)" in r["evidence"]
+    gap = sampled.drop(0.6, 0.5, 200, m=3)
+    assert gap.alpha == pytest.approx(0.05 / 3) and gap.low < sampled.drop(0.6, 0.5, 200).low
+
+
 def test_an_unresolved_part_is_underpowered_against_the_distance_from_line_to_paper():
     # Fig. 2's collapse part: detectable 0.135, line 0.128, paper 0.257: under the paper's effect, over the distance
     p = Part("collapse", 0.11, 0.02, 0.20, 0.128, True, 0.257, 0.135)
@@ -172,6 +201,30 @@ def test_fig4s_n_is_its_probes_prompts_times_seeds(tmp_path):
     assert "n = 50 prompts x 2 probe seeds = 100 per point" in r["evidence"] and "n 100;" in r["evidence"]
 
 
+def test_a_head_is_called_aggregate_only_where_the_ranking_classifies_it(tmp_path):
+    from gna.experiments.head_selection import unclassified
+
+    # the real study's Qwen: L22H7 reads like an Aggregate head, the ranking left it unclassified
+    ga = pd.DataFrame([dict(layer=18, head=0, kind="attention", rank=1, role="gather"),
+                       dict(layer=22, head=7, kind="attention", rank=2, role="unclassified")])
+    assert unclassified(ga, [[22, 7, "attention"]], "aggregate") == ["L22H7"]
+    assert unclassified(ga, [[18, 0, "attention"]], "gather") == [] and unclassified(None, [[22, 7]], "x") == []
+
+    def evidence(heads_from: str) -> str:
+        rows = [dict(model="m", condition=cond, head=head, heads_from=frm, n_pairs=n, accuracy=a, probe_seeds=2)
+                for n, full, agg in ((2, 0.9, 0.8), (16, 0.9, 0.3))
+                for cond, head, frm, a in (("full", "none", "classified", full),
+                                           ("no_gather", "L18H0", "classified", full - 0.1),
+                                           ("no_aggregate", "L22H7", heads_from, agg))]
+        pd.DataFrame(rows).to_csv(tmp_path / "kv_pairs.csv", index=False)
+        return head_findings.kv_pairs(tmp_path, {"kv_n": 50})[0]["evidence"]
+
+    odd = evidence("pattern, unclassified")
+    assert "drop without the top Aggregate-pattern head L22H7, unclassified," in odd
+    assert "without Aggregate" not in odd and "without Gather (L18H0)" in odd
+    assert "drop without Aggregate (L22H7)" in evidence("classified")
+
+
 def test_verdicts_csv_holds_a_row_per_part_the_findings_print(tmp_path):
     topk_study(tmp_path, [270, 272, 268, 271, 269])
     section = {"function": "gna.report.findings.topk:topk",
@@ -187,3 +240,38 @@ def test_verdicts_csv_holds_a_row_per_part_the_findings_print(tmp_path):
                                   "detectable", "n", "paired", "verdict"}
     assert list(table.paired) == ["paired", "not a pair", "paired"]
     assert (tmp_path / "verdicts.png").is_file() and "![" in md.split("## ")[0]
+
+
+def test_a_perplexity_is_printed_with_the_digits_its_table_has():
+    # the real study's SmolLM2 LAMBADA: 152.3 in topk_removal.csv (four significant digits) was printed 152.30
+    before = pd.Series({"lambada_ppl": 50.35})
+    after = pd.Series({"lambada_ppl": 152.3, "random_lambada_ppl": 74.31, "random_lambada_ppl_min": 43.72,
+                       "random_lambada_ppl_max": 101.6})
+    text = topk_findings._perplexities(before, after, ["lambada"])
+    assert text.startswith("lambada perplexity 50.35 -> 152.3 (random 74.31 [43.72, 101.6])")
+    assert "152.30" not in text and "79083" in topk_findings._perplexities(
+        before, pd.Series({"lambada_ppl": 79083.0}), ["lambada"])
+
+
+def test_the_kv_control_is_judged_by_draw_where_each_draws_answers_are_kept(tmp_path):
+    def kv_answers(draw: str, n_right: int):
+        rows = [dict(task="kv_probe", filter="none", metric="acc", doc_id=i, item=f"kv{i}", target="0", chosen="",
+                     answer="", value=v) for i, v in enumerate(right(n_right, 100))]
+        path = tmp_path / "answers" / "m" / f"k4{draw}.answers.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(rows).to_csv(path, index=False)
+
+    found = dict(answers=str(tmp_path / "answers" / "{model}" / "k{k}{draw}.answers.csv"), model="m",
+                 draws=[1, 2, 3, 4, 5])
+    after = pd.Series(dict(k=4, kv=20.0, random_kv=80.0, random_kv_min=78.0, random_kv_max=82.0, random_draws=5))
+    st = with_settings({})
+    kv_answers("", 20)
+    for seed, r in zip(found["draws"], (78, 80, 82, 79, 81)):
+        kv_answers(f"-random{seed}", r)
+    works, shown = topk_findings._kv_control(after, st, found)
+    assert works and "draw as the unit: t interval over 5 draws' paired differences, 4 df" in shown
+    assert "KV control: random minus ranked KV at k 4 +0.60 [" in shown
+    # a draw's answers missing: the table's points, said so, never judged at the draw level
+    (tmp_path / "answers" / "m" / "k4-random5.answers.csv").unlink()
+    works, shown = topk_findings._kv_control(after, st, found)
+    assert works and "not judged at the draw level" in shown

@@ -8,7 +8,7 @@ import json
 
 import pandas as pd
 
-from gna.experiments.head_selection import keeping_plan, keeping_roles, no_critical_note
+from gna.experiments.head_selection import keeping_plan, keeping_roles, no_critical_note, unclassified
 from gna.experiments.pruning import metric_by
 from gna.experiments.run import evaluation_rows, write_answers
 from gna.io import write_csv
@@ -24,8 +24,9 @@ with job(snakemake) as log:
         scores = pd.read_csv(i.heads[0])
         search = dict(scores=metric_by(scores, ["layer", "head"], p.tasks[:1]).rename("mmlu").reset_index(),
                       kind=str(scores.kind.dropna().iloc[0]))
+    ga = pd.read_csv(i.ga[0]) if i.ga else None
     roles, note = keeping_roles(w.source, w.condition, depth, layers=layers, per_layer=p.per_layer, named=p.named,
-                                ga=pd.read_csv(i.ga[0]) if i.ga else None, none=no_critical_note(critical),
+                                ga=ga, none=no_critical_note(critical),
                                 heads_by=p.get("heads_by", "role"), threshold=p.get("threshold"),
                                 **search)
     if note:
@@ -42,6 +43,11 @@ with job(snakemake) as log:
         rows = evaluation_rows(p.spec, p.tasks, [{"truncate": depth}, *keep], p.eval, p.micro_data,
                                {**p.fields, "gather": " ".join(f"L{h[0]}H{h[1]}" for h in roles["gather"]),
                                 "aggregate": " ".join(f"L{h[0]}H{h[1]}" for h in roles["aggregate"]),
-                                "kept": " ".join(f"{k}:{v}" for k, v in kept.items())}, answers=answers)
+                                "kept": " ".join(f"{k}:{v}" for k, v in kept.items()),
+                                # a scan head picked by its pattern that the ranking left unclassified
+                                "unclassified": " ".join(h for role, hs in roles.items()
+                                                         for h in unclassified(ga if w.source == "scan" else None,
+                                                                               hs, role))},
+                               answers=answers)
     write_csv(rows, snakemake.output[0])
     write_answers(answers, snakemake.output.answers)

@@ -7,7 +7,7 @@ classified so (kv_pairs.heads_by role), or by its pattern alone (pattern; gna.ex
 import pandas as pd
 
 from gna.evaluation.lm_eval_bridge import TaskSuite
-from gna.experiments.head_selection import role_heads
+from gna.experiments.head_selection import role_heads, unclassified
 from gna.experiments.run import evaluation_rows, write_answers
 from gna.io import write_csv
 from gna.models import load_model
@@ -40,7 +40,8 @@ with job(snakemake) as log:
         parts = rows.task.str.extract(r"^kv_n(\d+)_s(\d+)$").astype(int)
         rows["n_pairs"], rows["probe_seed"] = parts[0], parts[1]
         rows["head"] = label
-        rows["heads_from"] = "named" if p.named else ("pattern" if heads_by == "pattern" else "classified")
+        rows["heads_from"] = ("named" if p.named else
+                              "pattern, unclassified" if unclassified(ga, heads, condition[3:]) else "classified")
         log.info("removed %s", label)
     write_csv(rows, snakemake.output[0])
     write_answers(answers, snakemake.output.answers)

@@ -18,6 +18,16 @@ def top_role_head(ga: pd.DataFrame, role: str) -> list | None:
     return [int(r.layer), int(r["head"]), str(r.kind)]
 
 
+def unclassified(ga: pd.DataFrame | None, heads: list[list], role: str) -> list[str]:
+    """``L<layer>H<head>`` of each of ``heads`` that the scan (``ga``: its classified top heads) does not
+    classify as ``role``: a head picked by its pattern alone, which the findings must not call the
+    role's head (the ranking left it unclassified). Empty without ``ga``."""
+    if ga is None or not heads:
+        return []
+    named = {(int(r.layer), int(r["head"])) for _, r in ga[ga.role == role].iterrows()}
+    return [f"L{h[0]}H{h[1]}" for h in heads if (int(h[0]), int(h[1])) not in named]
+
+
 def scan_head(ga: pd.DataFrame, role: str, heads_by: str = "role", threshold: float | None = None) -> list | None:
     """The scan's top head in ``role``, read as ``heads_by`` says (:mod:`gna.experiments.fig4_heads`):
     ``role``, the top head classified so (:func:`top_role_head`); ``pattern``, the top head whose

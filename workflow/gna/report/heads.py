@@ -59,7 +59,8 @@ def head_keeping_table(tables: dict[str, pd.DataFrame], roles) -> pd.DataFrame:
         for (source, cond), sub in df.groupby(["source", "condition"], sort=False):
             first = sub.iloc[0]
             row = dict(model=model, source=source, condition=cond,
-                       gather=first.get("gather", ""), aggregate=first.get("aggregate", ""), kept=first.get("kept", ""))
+                       gather=first.get("gather", ""), aggregate=first.get("aggregate", ""), kept=first.get("kept", ""),
+                       **({"unclassified": first.get("unclassified")} if "unclassified" in sub else {}))
             if "task" in sub and sub.task.notna().any():
                 row.update(role_scores(sub.assign(k=0), roles, "k").iloc[0].to_dict())
             else:
@@ -85,8 +86,9 @@ def kv_pairs_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     rows = []
     for (model, cond, n), sub in flat.groupby(["model", "condition", "n_pairs"], sort=False):
         acc = spread(sub.value)
-        row = dict(model=model, condition=cond, head=sub["head"].iloc[0], n_pairs=int(n), accuracy=acc[0],
-                   accuracy_min=acc[1], accuracy_max=acc[2], probe_seeds=len(sub))
+        row = dict(model=model, condition=cond, head=sub["head"].iloc[0],
+                   **({"heads_from": sub["heads_from"].iloc[0]} if "heads_from" in sub else {}),
+                   n_pairs=int(n), accuracy=acc[0], accuracy_min=acc[1], accuracy_max=acc[2], probe_seeds=len(sub))
         drops = [full.get((model, n, s)) - v for s, v in zip(sub.probe_seed, sub.value)
                  if (model, n, s) in full.index] if cond != "full" else []
         d = spread(drops) if drops else (float("nan"),) * 3
@@ -222,14 +224,17 @@ def make_kv_pairs(models, paths, png, pdf, csv, md):
     tables = {m: pd.concat([pd.read_csv(p) for p in ps], ignore_index=True) for m, ps in zip(models, paths)}
     table = kv_pairs_table(tables)
     save_figure(kv_pairs_figure(table), png, pdf)
-    view = table[["model", "condition", "head", "n_pairs", "probe_seeds"]].copy()
+    view = table[["model", "condition", "head", *(["heads_from"] if "heads_from" in table else []), "n_pairs",
+                  "probe_seeds"]].copy()
     view["accuracy [min, max]"] = [fmt_spread(*v, ".3f") for v in
                                    zip(table.accuracy, table.accuracy_min, table.accuracy_max)]
     view["drop [min, max]"] = [fmt_spread(*v, ".3f") for v in zip(table["drop"], table.drop_min, table.drop_max)]
     write_table(table, csv, md, title="KV retrieval vs pairs (Fig. 4)", md_df=view,
                 note="Accuracy: mean over the probe seeds (`probe_seeds` probe sets per row, other prompts than "
                      "the ranking's), [min, max] over them; `drop`: the full model's accuracy minus this "
-                     "condition's on the same probe set. Published (Llama-3.1-8B): removing the Gather head "
+                     "condition's on the same probe set; `heads_from`: classified (the scan's top head in the "
+                     "role), pattern, unclassified (its pattern is the role's, the ranking left it unclassified) "
+                     "or named (the config's). Published (Llama-3.1-8B): removing the Gather head "
                      "(L16H22) costs a constant amount; removing the Aggregate head (L17H24) costs more as pairs grow.")
 
 

@@ -15,7 +15,7 @@ from .pruning import minimal_model
 from ...evaluation.power import detectable_from_interval
 from ..verdict import Part, claim_verdict, evidence
 from .paper import effect
-from .sampled import acc, drop, drop_interval, n_of, part, read_answers, resolved
+from .sampled import acc, drop, drop_interval, n_of, part, picked, read_answers, resolved
 from .verdicts import judge, knowledge_line, knowledge_untestable, read_table, with_settings
 
 REDUNDANCY_SHARE = 0.10
@@ -52,8 +52,10 @@ def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = 
             continue
         first = by_condition.iloc[0]
         one_layer = not isinstance(first.get("aggregate"), str) or not first.get("aggregate")
+        odd = str(first.get("unclassified") or "").split() if pd.notna(first.get("unclassified")) else []
         label = (f"{model} ({source} heads {first['gather']}, one critical layer)" if one_layer
-                 else f"{model} ({source} heads {first['gather']} + {first['aggregate']})")
+                 else f"{model} ({source} heads {first['gather']} + {first['aggregate']}"
+                      + (f"; {' '.join(odd)}: the role's pattern, unclassified by the ranking" if odd else "") + ")")
         run = [c for c in ("both", "gather_only", "aggregate_only", "neither") if pd.notna(by_condition["mmlu"].get(c))]
         found = minimal_model(fig, model, thresholds["tolerance"])
         ref = found[1:] if found is not None else None
@@ -77,18 +79,21 @@ def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = 
             if off:
                 failed.append("knowledge off the minimal model's in "
                               + ", ".join(cond.replace("_", " ") for cond in off))
-        best = max((c for c in ("gather_only", "aggregate_only", "neither") if c in run), key=lambda c: mmlu[c])
+        other_run = [c for c in ("gather_only", "aggregate_only", "neither") if c in run]
+        best = max(other_run, key=lambda c: mmlu[c])
         others = mmlu[best]
         verdict = judge(not failed, mmlu["both"] - others >= 10)
         n, n_kn = n_of(thresholds, "mmlu"), n_of(thresholds, "knowledge")
         sampled, parts = "", []
-        if n:   # both kept against the best of the others, beyond noise
+        if n:   # both kept against the best of the others, beyond noise: a pick, so at Bonferroni's level
             keys = dict(model=model, source=source)
             pairs = {cond: read_answers(answers, **keys, condition=cond) for cond in run}
             pairs["minimal"] = read_answers(minimal_answers, model=model, depth=found[0]) if found else None
-            gap = drop(mmlu["both"] / 100, others / 100, n, (pairs["both"], pairs[best], (tasks or {}).get("mmlu", ())))
+            gap = drop(mmlu["both"] / 100, others / 100, n, (pairs["both"], pairs[best], (tasks or {}).get("mmlu", ())),
+                       m=len(other_run))
             sampled = (f"; n = {n} questions: MMLU both {acc(mmlu['both'] / 100, n)}, the best other "
-                       f"{acc(others / 100, n)}, {gap.text}")
+                       f"{acc(others / 100, n)}, {gap.text}"
+                       + (f" ({picked(len(other_run))})" if len(other_run) > 1 else ""))
             if ref is not None and n_kn:
                 parts = _keeping_parts(ref, mmlu, knowledge, run, n, n_kn, thresholds, chance, pairs,
                                        (tasks or {}).get("mmlu", ()), (tasks or {}).get("knowledge", ()))
@@ -206,7 +211,9 @@ def kv_pairs(fig: Path, settings: dict | None = None, prompts: int | None = None
                 how = "unpaired: no per-prompt answers kept"
             (d0, l0, u0), (d1, l1, u1) = ends
             low, high = (d1 - d0) - math.hypot(d1 - l1, u0 - d0), (d1 - d0) + math.hypot(u1 - d1, d0 - l0)
-            growth_part = Part(f"growth of the drop without Aggregate, {int(n0)} -> {int(n1)} pairs", d1 - d0, low,
+            removed = ("the top Aggregate-pattern head (unclassified)" if "unclassified" in
+                       _role_head(sub, "no_aggregate", "Aggregate") else "Aggregate")
+            growth_part = Part(f"growth of the drop without {removed}, {int(n0)} -> {int(n1)} pairs", d1 - d0, low,
                                high, 0.05, paper=effect("fig4_growth").scaled(full.accuracy[n0], 1 / n0),
                                detectable=detectable_from_interval(low, high), n=n, paired=paired is not None,
                                method=how + "; the two ends (other prompts) by square-and-add")
@@ -218,13 +225,25 @@ def kv_pairs(fig: Path, settings: dict | None = None, prompts: int | None = None
         def fmt(d):
             return f"{d[0]:.2f}" + (f" [{d[1]:.2f}, {d[2]:.2f}]" if d[1] != d[2] else "")
         rows.append(dict(claim=claim, model=model, verdict=verdict,
-                         evidence=f"drop without Aggregate {fmt(drops['no_aggregate'][0])} at {int(n0)} pairs -> "
+                         evidence=f"drop without {_role_head(sub, 'no_aggregate', 'Aggregate')} "
+                                  f"{fmt(drops['no_aggregate'][0])} at {int(n0)} pairs -> "
                                   f"{fmt(drops['no_aggregate'][1])} at {int(n1)}"
-                                  + (f"; without Gather {fmt(g[0])} -> {fmt(g[1])}" if g else "")
+                                  + (f"; without {_role_head(sub, 'no_gather', 'Gather')} {fmt(g[0])} -> {fmt(g[1])}"
+                                     if g else "")
                                   + f" (mean [min, max] over {seeds} probe seeds)"
                                   + ("" if apart or growth < 0.05 else "; the growth is within the probe spread")
                                   + tested))
     return rows
+
+
+def _role_head(sub: pd.DataFrame, condition: str, role: str) -> str:
+    """How Fig. 4's findings name a removed head: the role's name only where the scan classifies it so
+    (``heads_from``, :func:`gna.experiments.head_selection.unclassified`), else what it is."""
+    c = sub[sub.condition == condition]
+    head = str(c["head"].iloc[0]) if "head" in c and not c.empty else ""
+    if "heads_from" in c and not c.empty and str(c.heads_from.iloc[0]).startswith("pattern"):
+        return f"the top {role}-pattern head {head}, unclassified,"
+    return f"{role} ({head})" if head else role
 
 
 def _kv_pairs_paired(template: str | None, model: str, sub: pd.DataFrame, ends) -> list | None:

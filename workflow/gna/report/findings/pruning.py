@@ -17,7 +17,7 @@ from ...experiments.pruning import below_floor
 from ..common import chance_of, near_chance
 from ..verdict import HOLDS, PARTLY, REFUTED, UNRESOLVED, claim_verdict, evidence
 from .paper import effect
-from .sampled import PAPER_LLAMA_8B, acc, drop, n_of, part, read_answers
+from .sampled import PAPER_LLAMA_8B, acc, drop, n_of, part, picked, read_answers
 from .verdicts import judge, knowledge_line, knowledge_untestable, read_table, with_settings
 
 
@@ -40,6 +40,12 @@ def _minimal_depth(g: pd.DataFrame, tolerance: float) -> int:
     return depth
 
 
+def _depths_picked_among(g: pd.DataFrame) -> int:
+    """The depths the minimal one (and so the depth of the fall below it) is picked among: every cut depth
+    the run scored, from one layer fewer than the full model's down to the shallowest."""
+    return max(1, int((g.depth < g.depth.max()).sum()))
+
+
 def gradual(fig: Path, settings: dict | None = None, answers: str | None = None,
             tasks: dict | None = None) -> list[dict]:
     """Fig. 2's shape: MMLU within ``tolerance`` of the full model's at every depth from the full one
@@ -49,7 +55,10 @@ def gradual(fig: Path, settings: dict | None = None, answers: str | None = None,
     are parts judged by :mod:`gna.report.verdict` on their intervals: MMLU's drop to the lowest held
     depth (to one layer fewer where none can be cut) within ``tolerance`` against the paper's none,
     and its drop below the minimal depth beyond ``collapse`` of the above-chance MMLU against the
-    paper's fall to chance; paired where the jobs kept their answers: ``answers``, a depth's answers
+    paper's fall to chance. The depth of the fall is a pick (the first depth past the tolerance), so its
+    interval is Bonferroni-adjusted for the cut depths it is picked among; the held part needs no
+    adjustment: it is the worst of the held depths, each of which must stay (an intersection-union
+    test, at its level as it stands). Paired where the jobs kept their answers: ``answers``, a depth's answers
     (a template of ``model`` and ``depth``), and ``tasks``, ``{"mmlu": [...], "knowledge": [...]}``,
     the tasks of the table's columns. Without it, the thresholds on the point estimates."""
     st = with_settings(settings)
@@ -98,11 +107,14 @@ def gradual(fig: Path, settings: dict | None = None, answers: str | None = None,
                                    mmlu_tasks)),
                      part(f"MMLU drop to {minimal - 1} layers (collapse)", full.mmlu, below.mmlu.iloc[0], n,
                           st["collapse"] * (full.mmlu - chance), effect("fig2_collapse").scaled(full.mmlu, chance),
-                          answers=(full_answers, read_answers(answers, model=model, depth=minimal - 1), mmlu_tasks))]
+                          answers=(full_answers, read_answers(answers, model=model, depth=minimal - 1), mmlu_tasks),
+                          m=_depths_picked_among(g))]
             verdict = claim_verdict(parts)
+            m = _depths_picked_among(g)
             fall = drop(full.mmlu, below.mmlu.iloc[0], n,
-                        (full_answers, read_answers(answers, model=model, depth=minimal - 1), mmlu_tasks))
-            sampled = f"; MMLU {fall.text} from the full model to {minimal - 1} layers"
+                        (full_answers, read_answers(answers, model=model, depth=minimal - 1), mmlu_tasks), m=m)
+            sampled = (f"; MMLU {fall.text} from the full model to {minimal - 1} layers"
+                       + (f" ({picked(m)})" if m > 1 else ""))
             tested = f"; {evidence(parts)}"
         rows.append(dict(claim=claim, model=model, verdict=verdict,
                          evidence=f"MMLU {acc(full.mmlu, n)} at {int(full.depth)} layers, at least "

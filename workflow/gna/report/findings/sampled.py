@@ -122,13 +122,14 @@ class Drop:
     low: float
     high: float
     paired: Paired | None = None
+    alpha: float = ALPHA
 
     @property
     def beyond(self) -> bool:
-        """A fall beyond noise: McNemar's p under ALPHA where paired, else the interval above 0."""
+        """A fall beyond noise: McNemar's p under ``alpha`` where paired, else the interval above 0."""
         if self.paired is None:
             return self.low > 0
-        return self.drop > 0 and self.paired.p_value < ALPHA
+        return self.drop > 0 and self.paired.p_value < self.alpha
 
     @property
     def text(self) -> str:
@@ -149,21 +150,27 @@ def read_answers(template: str | None, **keys) -> pd.DataFrame | None:
     return pd.read_csv(path, dtype={"item": str, "target": str}) if path.is_file() else None
 
 
-def drop(before: float, after: float, n: int, answers: tuple | None = None, z: float = Z95) -> Drop:
+def drop(before: float, after: float, n: int, answers: tuple | None = None, z: float = Z95,
+         m: int = 1) -> Drop:
     """The drop from ``before`` to ``after`` (two accuracies over ``n`` questions each, as the tables
     print them). ``answers``: ``(before's answers, after's answers, tasks)``, the two tables of
     :mod:`gna.evaluation.items` (either may be None: unpaired) and the tasks whose mean accuracy the
-    values are (their ``acc``, pooled; tasks of equal size, so that pooling is that mean)."""
+    values are (their ``acc``, pooled; tasks of equal size, so that pooling is that mean). ``m``: the
+    candidates ``after`` was picked among as their extreme: interval and test at Bonferroni's level
+    (:func:`level_z`), which overrides ``z``."""
     first, second, tasks = answers if answers is not None else (None, None, ())
+    alpha = ALPHA / max(m, 1)
+    if m > 1:
+        z = level_z(m)
     if first is None or second is None:
-        return Drop(*drop_interval(before, after, n, z=z))
+        return Drop(*drop_interval(before, after, n, z=z), alpha=alpha)
     counts = [pair(first, second, task) for task in tasks]
     p = Paired(*(sum(getattr(c, f) for c in counts) for f in ("both", "first_only", "second_only", "neither")))
     for value, right in ((before, p.both + p.first_only), (after, p.both + p.second_only)):
         if count(value, p.n) != right:
             raise ValueError(f"the answers of {', '.join(tasks)} ({right} of {p.n} right) are not the table's "
                              f"accuracy {value!r}: results and answers of different runs")
-    return Drop(p.difference, *p.interval(z), paired=p)
+    return Drop(p.difference, *p.interval(z), paired=p, alpha=alpha)
 
 
 def resolved(verdict: str, beyond: bool) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..common import chance_of, near_chance
+from ..common import TABLE_DIGITS, chance_of, near_chance
 from ...evaluation.paired import Paired, PairingError, pair, total
 from ...evaluation.power import paired_detectable
 from ..verdict import HOLDS, PARTLY, REFUTED, UNRESOLVED, Part, claim_verdict, evidence, t_interval
@@ -140,11 +140,14 @@ def _topk_points(before, after, retrieval: list[str], knowledge: list[str], cont
 def _perplexities(before, after, tasks: list[str]) -> str:
     """A LAMBADA-like task's perplexity rise (the slides' score for it), ranked beside random: shown,
     not judged (a table's perplexity has no interval; the same items' accuracy is judged)."""
+    def ppl(v: float) -> str:   # the table's own digits (TABLE_DIGITS significant): 152.3, not 152.30
+        return f"{v:.0f}" if abs(v) >= 10 ** TABLE_DIGITS else f"{v:#.{TABLE_DIGITS}g}"
+
     def shown(task: str) -> str:
         col, rnd = f"{task}_ppl", f"random_{task}_ppl"
-        spread = (f" (random {after[rnd]:.2f} [{after[f'{rnd}_min']:.2f}, {after[f'{rnd}_max']:.2f}])"
+        spread = (f" (random {ppl(after[rnd])} [{ppl(after[f'{rnd}_min'])}, {ppl(after[f'{rnd}_max'])}])"
                   if pd.notna(after.get(rnd)) else "")
-        return f"{task} perplexity {before[col]:.2f} -> {after[col]:.2f}{spread}"
+        return f"{task} perplexity {ppl(before[col])} -> {ppl(after[col])}{spread}"
     return ", ".join(shown(t) for t in tasks) + " (perplexity: no interval, shown beside the verdict, not in it)"
 
 
