@@ -75,9 +75,14 @@ def test_masked_scoring_is_exact_unmasked_and_changes_scores_when_masked(tok, fa
     a = masked_accuracy(model, tok, cloze, heads, "pattern", batch_size=8)
     b = masked_accuracy(model, tok, cloze, heads, "full", batch_size=8)
     assert a["with_pattern"] == 0 and torch.equal(a["logprobs"], b["logprobs"])
-    out = masking_rows(model, tok, {"micro_mmlu": mmlu}, heads, "pattern", 6, {"model": "m"})
+    kept = []
+    out = masking_rows(model, tok, {"micro_mmlu": mmlu}, heads, "pattern", 6, {"model": "m"}, answers=kept)
     assert list(out.columns[:4]) == ["model", "condition", "task", "metric"] and out["heads"][0] == \
         f"gather=L0H1 aggregate=L{layers - 1}H2"
+    # each question's answer kept, for the findings to pair the modes: its mean is the row's accuracy
+    (answers,) = kept
+    assert len(answers) == 12 and set(answers.condition) == {"pattern"} and answers.value.mean() == out.value[0]
+    assert list(answers.chosen) == pattern["logprobs"].argmax(-1).tolist()
 
 
 def test_export_reads_the_rows_lm_eval_scores():
