@@ -78,8 +78,8 @@ def test_the_row_sweep_pairs_its_conditions_from_one_answers_file(tmp_path):
     rows = [dict(model="m", head_set="attention", condition=c, mmlu=100 * sum(v) / N, n=N,
                  drop=100 * (sum(conds["none"]) - sum(v)) / N) for c, v in conds.items()]
     pd.DataFrame(rows).to_csv(tmp_path / "row_sweep.csv", index=False)
-    (r,) = hybrid_findings.row_sweep(tmp_path, {}, answers=str(tmp_path / "answers" / "{model}" / "{head_set}.answers.csv"),
-                                     tasks={"mmlu": ["t_mmlu"]})
+    template = str(tmp_path / "answers" / "{model}" / "{head_set}.answers.csv")
+    (r,) = hybrid_findings.row_sweep(tmp_path, {}, answers=template, tasks={"mmlu": ["t_mmlu"]})
     fall = part_text(r["evidence"], "the answer row's MMLU fall")
     assert shows(fall, 0.60, (60, 120, 0, 20)) and "paired" in fall
     # option_values (right on 20..119) against the answer row (right on 0..59): 40 both, 60 and 20 apart
@@ -95,7 +95,8 @@ def test_the_hybrid_attention_parts_pair_the_unmodified_models_answers_with_all_
     pd.DataFrame([dict(model="z", mode="ablate", k=0, heads_masked="0", mmlu=90.0, knowledge=95.0),
                   dict(model="z", mode="ablate", k=8, heads_masked="all 8", mmlu=25.0, knowledge=94.0)]).to_csv(
         tmp_path / "hybrid_attention.csv", index=False)
-    (r,) = hybrid_findings.hybrid_attention(tmp_path, ST, answers=str(tmp_path / "ha" / "{model}" / "{mode}-k{k}.answers.csv"),
+    template = str(tmp_path / "ha" / "{model}" / "{mode}-k{k}.answers.csv")
+    (r,) = hybrid_findings.hybrid_attention(tmp_path, ST, answers=template,
                                             tasks={"mmlu": ["t_mmlu"], "knowledge": ["t_kn"]},
                                             base_answers={"z": str(tmp_path / "topk" / "z" / "k0.answers.csv")})
     assert shows(part_text(r["evidence"], "MMLU's fall"), 0.65, (50, 130, 0, 20))

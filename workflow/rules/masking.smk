@@ -27,12 +27,6 @@ MASKING_MODES = MASKING["modes"] if MASKING else []
 MASKING_ANSWERS = "results/masking/{model}/{mode}.answers.csv"
 ROW_SWEEP_ANSWERS = "results/row_sweep/{model}/{head_set}.answers.csv"
 HYBRID_ATTENTION_ANSWERS = "results/hybrid_attention/{model}/{mode}-k{k}.answers.csv"
-
-
-def answers_beside(results):
-    """The answers file beside each of a job's result files: targets too, since the findings read them
-    (and a target is what makes a job that lacks its answers run again)."""
-    return [f.removesuffix(".csv") + ".answers.csv" for f in results]
 # lm-eval tasks whose choices have different contexts: no shared prompt to segment and mask.
 PER_CHOICE_CONTEXT = {"micro_knowledge_fill", "winogrande"}
 

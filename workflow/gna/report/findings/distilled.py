@@ -124,8 +124,9 @@ def distillation_findings(heads: pd.DataFrame | None, state: pd.DataFrame | None
                                     best.kv_retrieval - k0 >= 10 and apart), ""
             if n:
                 verdict, tested = judged([part(f"KV's gain, k = 0 -> {int(best.k)}", best.kv_retrieval / 100, k0 / 100,
-                                               n, 0.30, e.scaled(k0 / 100, 0.0), answers=_paired(answers, best, r0, "kv"),
-                                               m=len(more))], f"{n} prompts (over probe seeds)")
+                                               n, 0.30, e.scaled(k0 / 100, 0.0),
+                                               answers=_paired(answers, best, r0, "kv"), m=len(more))],
+                                         f"{n} prompts (over probe seeds)")
             rows.append(dict(claim=f"Follow-up: a hybrid keeping a few top KV heads retrieves, one without attention "
                                    f"does not (KV {e.before:.1f}% at k = 0 -> {e.after:.0f}% at k > 0)", model=model,
                              verdict=verdict,
