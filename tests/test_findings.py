@@ -8,6 +8,7 @@ import pytest
 from gna.report import common, heads, hybrid_distillation, layer_swap, ssm_masking
 from gna.report.findings import heads as head_findings
 from gna.report.findings import topk as topk_findings
+from gna.report.findings import distilled as distillation_findings
 from gna.report.findings import hybrids as hybrid_findings
 from gna.report.findings import pruning as pruning_findings
 
@@ -264,7 +265,7 @@ def distill_table(ranked_kv, random_kvs):
 
 def test_ranked_heads_beat_random_ones_only_beyond_every_draw():
     def verdict(ranked_kv, random_kvs):
-        rows = hybrid_findings.distillation_findings(distill_table(ranked_kv, random_kvs), None)
+        rows = distillation_findings.distillation_findings(distill_table(ranked_kv, random_kvs), None)
         return next(r for r in rows if "random heads" in r["claim"])
 
     assert verdict(100.0, [20.0, 50.0, 80.0])["verdict"] == "holds"
@@ -277,7 +278,7 @@ def test_ranked_heads_beat_random_ones_only_beyond_every_draw():
 def test_distillation_claims_are_na_when_the_teacher_does_not_retrieve():
     t = distill_table(100.0, [20.0, 50.0, 80.0])
     t.loc[t.selection == "teacher", "kv_retrieval"] = 5.0
-    assert [r["verdict"] for r in hybrid_findings.distillation_findings(t, None)] == ["n/a"]
+    assert [r["verdict"] for r in distillation_findings.distillation_findings(t, None)] == ["n/a"]
 
 
 # --- SSM vs transformer redundancy at an equal share of heads ----------------------------------

@@ -19,6 +19,7 @@ from gna.models import describe
 from gna.models.tiny import build_tiny_model
 from gna.probes.scoring import encode, score
 from gna.report import findings, hybrid_distillation
+from gna.report.findings import distilled as distillation_findings
 from gna.report.findings import hybrids as hybrid_findings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,9 +76,14 @@ def test_masked_scoring_is_exact_unmasked_and_changes_scores_when_masked(tok, fa
     a = masked_accuracy(model, tok, cloze, heads, "pattern", batch_size=8)
     b = masked_accuracy(model, tok, cloze, heads, "full", batch_size=8)
     assert a["with_pattern"] == 0 and torch.equal(a["logprobs"], b["logprobs"])
-    out = masking_rows(model, tok, {"micro_mmlu": mmlu}, heads, "pattern", 6, {"model": "m"})
+    kept = []
+    out = masking_rows(model, tok, {"micro_mmlu": mmlu}, heads, "pattern", 6, {"model": "m"}, answers=kept)
     assert list(out.columns[:4]) == ["model", "condition", "task", "metric"] and out["heads"][0] == \
         f"gather=L0H1 aggregate=L{layers - 1}H2"
+    # each question's answer kept, for the findings to pair the modes: its mean is the row's accuracy
+    (answers,) = kept
+    assert len(answers) == 12 and set(answers.condition) == {"pattern"} and answers.value.mean() == out.value[0]
+    assert list(answers.chosen) == pattern["logprobs"].argmax(-1).tolist()
 
 
 def test_export_reads_the_rows_lm_eval_scores():
@@ -157,7 +163,7 @@ def test_hybrid_tables_put_the_published_rows_under_ours_and_findings_read_them(
     assert list(heads.columns[5:8]) == ["arc_easy", "piqa", "knowledge_avg"]  # knowledge first, then retrieval
     assert list(state[state.source == "paper"].kv_retrieval) == [72.6, 99.3]
     assert (f / "h.png").stat().st_size > 0
-    found = {r["claim"].split(":")[1][:30]: r for r in findings.hybrids.distillation(f)}
+    found = {r["claim"].split(":")[1][:30]: r for r in findings.distilled.distillation(f)}
     assert len(found) == 5 and all(r["verdict"] in ("holds", "partly", "does not hold") for r in found.values())
     kv = next(r for r in found.values() if "KV 13.2%" in r["claim"])
     assert kv["verdict"] == "holds" and "k=0 13.0" in kv["evidence"]
@@ -170,4 +176,4 @@ def test_hybrid_tables_put_the_published_rows_under_ours_and_findings_read_them(
     assert "kv_mc" in (f / "hybrid_heads.md").read_text() and "top-1" in (f / "hybrid_heads.md").read_text()
     nothing = tmp_path / "nothing"
     assert [check(nothing) for check in (hybrid_findings.ssm_masking, hybrid_findings.hybrid_attention,
-                                         hybrid_findings.layer_swap, hybrid_findings.distillation)] == [[], [], [], []]
+                                         hybrid_findings.layer_swap, distillation_findings.distillation)] == [[], [], [], []]

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gna.errors import InterventionError, ProbeError
-from gna.experiments.row_sweep import position_sets, prompt_position_sets, row_masked_accuracy
+from gna.experiments.row_sweep import position_sets, prompt_position_sets, row_masked_accuracy, sweep_rows
 from gna.interventions import head_set, mask_head_rows, mask_last_row
 from gna.models import describe, load_model
 from gna.models.tiny import build_tiny_model
@@ -100,6 +100,21 @@ def test_micro_zamba2_attention_aggregates_at_the_option_values_not_the_answer_r
     acc = {c: row_masked_accuracy(model, tok, examples, "attention", c, 16, sets)
            for c in ("none", "answer", "option_values")}
     assert acc["none"] > 0.8 and acc["none"] - acc["answer"] < 0.1 and acc["option_values"] < 0.45
+
+
+def test_the_sweep_keeps_each_conditions_answers_in_one_table_told_apart_by_condition():
+    model, tok = load_model({"path": str(ROOT / "data/models/micro-zamba2")})
+    lines = (ROOT / "data/micro/tasks/micro_mmlu.jsonl").read_text().splitlines()[:16]
+    examples = [json.loads(line) for line in lines]
+    kept = []
+    rows = sweep_rows(model, tok, {"micro_mmlu": examples}, "attention", "attention", 16, {"model": "m"},
+                      ["none", "option_values"], answers=kept)
+    answers = pd.concat(kept)
+    assert list(answers.groupby("condition", sort=False).value.mean()) == list(rows.value)
+    assert set(answers.head_set) == {"attention"} and len(answers) == 2 * len(examples)
+    # the same questions under both conditions: one item per place, so the findings can pair them
+    by = {c: a.set_index("doc_id").item for c, a in answers.groupby("condition")}
+    assert by["none"].equals(by["option_values"])
 
 
 def _sweep(model, head_set, values):

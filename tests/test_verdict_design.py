@@ -11,6 +11,7 @@ import pytest
 from gna.evaluation.paired import newcombe_paired
 from gna.report import findings
 from gna.report.findings import heads as head_findings
+from gna.report.findings import distilled as distillation_findings
 from gna.report.findings import hybrids as hybrid_findings
 from gna.report.findings import sampled
 from gna.report.findings import topk as topk_findings
@@ -102,12 +103,12 @@ def test_the_hybrids_ranked_against_random_is_judged_by_draw():
     ranked = pd.DataFrame([dict(k=1, kv_retrieval=90.0, kv_retrieval_min=89.0, kv_retrieval_max=91.0)])
     random_ = pd.DataFrame([dict(k=1, kv_retrieval=50.0, kv_retrieval_min=10.0, kv_retrieval_max=90.0, draws=3)])
     scores = {"ranked": 0.90, "random1": 0.10, "random2": 0.50, "random3": 0.895}
-    rows = hybrid_findings.ranked_vs_random(ranked, random_, "h", 600,
+    rows = distillation_findings.ranked_vs_random(ranked, random_, "h", 600,
                                             {"score": lambda k, sel: scores[sel], "seeds": [1, 2, 3]})
     assert "t interval over 3 random students' differences, 2 df" in rows[0]["evidence"]
     assert rows[0]["verdict"].startswith("not resolved")
     # without each student's score, no part is judged on pooled prompts
-    rows = hybrid_findings.ranked_vs_random(ranked, random_, "h", 600)
+    rows = distillation_findings.ranked_vs_random(ranked, random_, "h", 600)
     assert rows[0]["verdict"] == "not resolved" and "not judged at the draw level" in rows[0]["evidence"]
 
 

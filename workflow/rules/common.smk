@@ -398,6 +398,13 @@ def hybrid_attention_files(m):
     return files
 
 
+# used by masking.smk and hybrid.smk
+def answers_beside(results):
+    """The answers file beside each of a job's result files: targets too, since the findings read them
+    (and a target is what makes a job that lacks its answers run again)."""
+    return [f.removesuffix(".csv") + ".answers.csv" for f in results]
+
+
 # used by hybrid.smk
 def _distill_at(value, stage):
     """A per-stage setting: the stage's entry of a list of 3, or the value itself."""

@@ -369,18 +369,23 @@ rule hybrid_tables:
 
 EXPERIMENT_REGISTRY.declare(
     "layer_swap",
-    targets=lambda: [f"{FIGURES}/layer_swap.png", f"{FIGURES}/layer_swap.md"],
+    targets=lambda: [f"{FIGURES}/layer_swap.png", f"{FIGURES}/layer_swap.md",
+                     *expand("results/layer_swap/{teacher}/{condition}.answers.csv", condition=LAYER_SWAP_CONDITIONS,
+                             teacher=[LAYER_SWAP["teacher"]] if LAYER_SWAP else [])],
     batched={"layer_swap": lambda wc: ()},
     plan={"layer_swap": Estimator("gna.plan.job_estimates:swapped_layer", experiment="layer_swap"),
           "align_student": Estimator("gna.plan.job_estimates:aligned_student", experiment="layer_swap")},
-    findings=[Section(60, "gna.report.findings.hybrids:layer_swap")],
+    findings=[Section(60, "gna.report.findings.hybrids:layer_swap",
+                      {"answers": "results/layer_swap/{teacher}/{condition}.answers.csv",
+                       "tasks": {"mmlu": tasks_of("mmlu"), "knowledge": tasks_of("knowledge")}})],
 )
 # A stage batch holds one stage of one state size (stage 3 reads stage 2), and only where a stage is
 # one process (gpus_per_stage x nodes = 1): on ranks, each stage is its own launch. A student's
 # evaluation waits only for the students of its own state size (its name says it), the teacher alone.
 EXPERIMENT_REGISTRY.declare(
     "hybrid_distillation",
-    targets=lambda: [f"{FIGURES}/hybrid_heads.png", f"{FIGURES}/hybrid_heads.md", f"{FIGURES}/hybrid_state_size.md"],
+    targets=lambda: [f"{FIGURES}/hybrid_heads.png", f"{FIGURES}/hybrid_heads.md", f"{FIGURES}/hybrid_state_size.md",
+                     *answers_beside(HYBRID_OUTPUTS)],
     batched={**({"distill_matrices": lambda wc: (),
                  "distill_stage": lambda wc: (wc["teacher"], wc["state"], wc["stage"])}
                 if DISTILL and DISTILL_GPUS * DISTILL_NODES == 1 else {}),
@@ -398,8 +403,12 @@ EXPERIMENT_REGISTRY.declare(
           "evaluate_hybrid": Estimator("gna.plan.job_estimates:distilled_student", experiment="hybrid_distillation"),
           "distill_tokens": Estimator("gna.plan.job_estimates:tokenized_data")},
     # each random student's KV score from its result table: ranked vs random judged with the draw as the unit
-    findings=[Section(61, "gna.report.findings.hybrids:distillation",
+    findings=[Section(61, "gna.report.findings.distilled:distillation",
                       {"results": f"results/hybrid/{DISTILL['teacher']}/{{variant}}.csv" if DISTILL else None,
                        "seeds": list((DISTILL or {}).get("random_seeds") or []),
-                       "state_size": (DISTILL or {}).get("state_size")})],
+                       "state_size": (DISTILL or {}).get("state_size"),
+                       # each student's answers (its KV top-1 per prompt and probe seed among them): the
+                       # gains paired student against student
+                       "answers": f"results/hybrid/{DISTILL['teacher']}/{{variant}}.answers.csv" if DISTILL else None,
+                       "tasks": {"knowledge": tasks_of("knowledge")}})],
 )

@@ -22,6 +22,11 @@ ROW_SWEEP = experiment_config("row_sweep")
 ROW_SWEEP_OUTPUTS = [f"results/row_sweep/{m}/{h}.csv" for m in experiment_models("row_sweep")
                      for h in ROW_SWEEP["head_sets"]] if ROW_SWEEP else []
 MASKING_MODES = MASKING["modes"] if MASKING else []
+# each condition's per-question answers (gna.evaluation.items), which the findings pair: a masking
+# mode's own file; a row sweep's conditions in one file (one job), told apart by its condition column
+MASKING_ANSWERS = "results/masking/{model}/{mode}.answers.csv"
+ROW_SWEEP_ANSWERS = "results/row_sweep/{model}/{head_set}.answers.csv"
+HYBRID_ATTENTION_ANSWERS = "results/hybrid_attention/{model}/{mode}-k{k}.answers.csv"
 # lm-eval tasks whose choices have different contexts: no shared prompt to segment and mask.
 PER_CHOICE_CONTEXT = {"micro_knowledge_fill", "winogrande"}
 
@@ -56,6 +61,7 @@ rule ssm_masking:
         tasks=expand("results/tasks/{task}.examples.jsonl", task=MASKING_TASKS),
     output:
         "results/masking/{model}/{mode}.csv",
+        answers=MASKING_ANSWERS,
     wildcard_constraints:
         mode="none|full|pattern",
     params:
@@ -99,7 +105,7 @@ rule hybrid_attention:
         ranking="results/scan/{model}.ranking.csv",
     output:
         "results/hybrid_attention/{model}/{mode}-k{k}.csv",
-        answers="results/hybrid_attention/{model}/{mode}-k{k}.answers.csv",
+        answers=HYBRID_ATTENTION_ANSWERS,
     wildcard_constraints:
         mode="last_row|ablate",
         k=r"\d+|all",
@@ -144,6 +150,7 @@ rule row_sweep:
         tasks=expand("results/tasks/{task}.examples.jsonl", task=tasks_of("mmlu")),
     output:
         "results/row_sweep/{model}/{head_set}.csv",
+        answers=ROW_SWEEP_ANSWERS,
     wildcard_constraints:
         head_set=r"[A-Za-z0-9_]+",
     params:
@@ -182,23 +189,33 @@ rule row_sweep_figure:
 
 EXPERIMENT_REGISTRY.declare(
     "ssm_masking",
-    targets=lambda: [f"{FIGURES}/ssm_masking.png", f"{FIGURES}/ssm_masking.md"],
+    targets=lambda: [f"{FIGURES}/ssm_masking.png", f"{FIGURES}/ssm_masking.md",
+                     *expand(MASKING_ANSWERS, model=experiment_models("ssm_masking"), mode=MASKING_MODES)],
     batched={"ssm_masking": lambda wc: (), "export_mc_task": lambda wc: ()},
     plan={"ssm_masking": Estimator("gna.plan.job_estimates:masked_mixers", experiment="ssm_masking")},
-    findings=[Section(50, "gna.report.findings.hybrids:ssm_masking")],
+    findings=[Section(50, "gna.report.findings.hybrids:ssm_masking",
+                      {"answers": MASKING_ANSWERS, "tasks": {"mmlu": tasks_of("mmlu")}})],
 )
 EXPERIMENT_REGISTRY.declare(
     "hybrid_attention",
-    targets=lambda: [f"{FIGURES}/hybrid_attention.md"],
+    targets=lambda: [f"{FIGURES}/hybrid_attention.md",
+                     *answers_beside(f for files in HYBRID_ATTENTION_OUTPUTS.values() for f in files)],
     batched={"hybrid_attention": lambda wc: ()},
     plan={"hybrid_attention": Estimator("gna.plan.job_estimates:evaluation",
                                         {"roles": ["mmlu", "retrieval", "knowledge"]})},
-    findings=[Section(51, "gna.report.findings.hybrids:hybrid_attention")],
+    # k = 0's answers: beside the file hybrid_attention_files reads its row from (top-k removal's k0, or its own)
+    findings=[Section(51, "gna.report.findings.hybrids:hybrid_attention",
+                      {"answers": HYBRID_ATTENTION_ANSWERS,
+                       "tasks": {"mmlu": tasks_of("mmlu"), "knowledge": tasks_of("knowledge")},
+                       "base_answers": {m: files[0].removesuffix(".csv") + ".answers.csv"
+                                        for m, files in HYBRID_ATTENTION_OUTPUTS.items()
+                                        if files and files[0].endswith("k0.csv")}})],
 )
 EXPERIMENT_REGISTRY.declare(
     "row_sweep",
-    targets=lambda: [f"{FIGURES}/row_sweep.png", f"{FIGURES}/row_sweep.md"],
+    targets=lambda: [f"{FIGURES}/row_sweep.png", f"{FIGURES}/row_sweep.md", *answers_beside(ROW_SWEEP_OUTPUTS)],
     batched={"row_sweep": lambda wc: ()},
     plan={"row_sweep": Estimator("gna.plan.job_estimates:masked_positions", experiment="row_sweep")},
-    findings=[Section(52, "gna.report.findings.hybrids:row_sweep")],
+    findings=[Section(52, "gna.report.findings.hybrids:row_sweep",
+                      {"answers": ROW_SWEEP_ANSWERS, "tasks": {"mmlu": tasks_of("mmlu")}})],
 )

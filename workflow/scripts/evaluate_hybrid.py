@@ -3,6 +3,7 @@ LAMBADA through lm-eval, plus perplexity on held-out distillation data."""
 
 import pandas as pd
 
+from gna.evaluation.items import own_rows
 from gna.evaluation.lm_eval_bridge import TaskSuite
 from gna.experiments.run import evaluation_rows, write_answers
 from gna.hybrid.study.data import heldout_perplexity, make_stream
@@ -11,7 +12,7 @@ from gna.io import write_csv
 from gna.models import describe, load_model
 from gna.jobs.script_job import first_input, job
 from gna.probes.kv import lm_eval_task_config, read_jsonl
-from gna.probes.top1 import kv_top1
+from gna.probes.top1 import kv_top1_hits
 
 with job(snakemake) as log:
     p, variant = snakemake.params, snakemake.wildcards.variant
@@ -25,12 +26,16 @@ with job(snakemake) as log:
     rows["probe_seed"] = rows.task.map({name: s for name, (s, _) in kv.items()}).astype("Int64")
     rows.loc[rows.task.isin(list(kv)), "task"] = "kv_retrieval"
     # mohawk's KV-Ret beside it (metric "top1": the argmax over the vocabulary; "acc" above: the multiple choice)
+    # each prompt's top-1 hit kept too (task kv_retrieval_s<seed>, metric top1), for the findings to pair
+    # two students prompt by prompt
     top1 = []
     for s, path in zip(p.kv_seeds, snakemake.input.top1_probes):
         examples = read_jsonl(path)
+        hits = kv_top1_hits(model, tok, examples, p.eval["batch_size"])
+        answers.append(own_rows(f"kv_retrieval_s{s}", examples, hits, metric="top1").assign(**p.fields))
         top1.append({**rows.iloc[0].to_dict(), "task": "kv_retrieval", "metric": "top1", "filter": "none",
                      "task_version": pd.NA, "probe_seed": s, "n_pairs": examples[0]["n_pairs"],
-                     "value": kv_top1(model, tok, examples, p.eval["batch_size"])})
+                     "value": sum(hits) / max(len(hits), 1)})
     rows = pd.concat([rows, pd.DataFrame(top1)], ignore_index=True)
     held = make_stream(p.data, tok, p.micro_data, p.seed, purpose="heldout", shards=first_input(snakemake, "tokens"))
     ppl = heldout_perplexity(model, held, p.heldout_batches)

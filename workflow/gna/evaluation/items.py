@@ -49,3 +49,31 @@ def item_rows(task: str, samples: list[dict]) -> pd.DataFrame:
     out = pd.DataFrame(rows, columns=COLUMNS)
     out["chosen"] = out["chosen"].astype("Int64")
     return out.sort_values(KEYS, kind="stable").reset_index(drop=True)
+
+
+
+def own_rows(task: str, examples: list[dict], values, metric: str = "acc", chosen=None) -> pd.DataFrame:
+    """The same table for a task the project scores itself (no lm-eval samples to log: the masking
+    experiments' multiple choice, the hybrids' KV top-1): ``examples`` ``{prompt, choices, answer}`` and
+    each one's 0/1 ``values`` (``chosen``: the choice each picked, where it picks one). ``doc_id`` is the
+    example's place in its file (its row in every condition, the file being one), ``item`` a content
+    hash of prompt, choices and gold (so that another file under the same places is refused when paired)."""
+    import hashlib
+    import json
+
+    chosen = [None] * len(examples) if chosen is None else list(chosen)
+    rows = [{"task": task, "filter": "none", "metric": metric, "doc_id": i,
+             "item": hashlib.sha256(json.dumps([ex["prompt"], list(ex["choices"]), int(ex["answer"])])
+                                    .encode()).hexdigest()[:16],
+             "target": str(int(ex["answer"])), "chosen": c, "answer": None, "value": float(v)}
+            for i, (ex, v, c) in enumerate(zip(examples, values, chosen, strict=True))]
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    out["chosen"] = out["chosen"].astype("Int64")
+    return out
+
+
+def scored_rows(task: str, examples: list[dict], logprobs) -> pd.DataFrame:
+    """:func:`own_rows` of multiple choice scored by :mod:`gna.probes.scoring`: ``logprobs`` (N, C), the
+    choice chosen their argmax and right where it is the gold one, as ``acc`` scores it."""
+    chosen = [int(c) for c in logprobs.argmax(-1).tolist()]
+    return own_rows(task, examples, [c == int(ex["answer"]) for c, ex in zip(chosen, examples)], chosen=chosen)

@@ -31,6 +31,7 @@ import torch
 from tqdm import tqdm
 
 from ..errors import ProbeError
+from ..evaluation.items import scored_rows
 from ..patterns.ga_masks import prompt_offsets, segment_mmlu_prompt
 from ..interventions.rows import mask_head_rows
 from ..probes.scoring import encode, masked_choice_logprobs
@@ -76,11 +77,11 @@ def prompt_position_sets(examples: list[dict], tokenizer) -> list[dict[str, list
 
 
 @torch.no_grad()
-def row_masked_accuracy(model, tokenizer, examples: list[dict], heads, condition: str, batch_size: int = 16,
-                        sets: list[dict] | None = None, enc=None) -> float:
-    """MMLU accuracy with ``heads`` (:func:`gna.interventions.head_set`) masked at ``condition``'s
-    positions of every prompt (``none``: nothing masked). ``sets`` and ``enc`` (the encoded
-    prompts): computed here unless the caller, sweeping several conditions, has them."""
+def row_masked_logprobs(model, tokenizer, examples: list[dict], heads, condition: str, batch_size: int = 16,
+                        sets: list[dict] | None = None, enc=None) -> torch.Tensor:
+    """The (N, C) choice log-probs of ``examples`` with ``heads`` (:func:`gna.interventions.head_set`)
+    masked at ``condition``'s positions of every prompt (``none``: nothing masked). ``sets`` and ``enc``
+    (the encoded prompts): computed here unless the caller, sweeping several conditions, has them."""
     if condition not in CONDITIONS:
         raise ProbeError(f"row sweep condition {condition!r} is not one of {CONDITIONS}")
     enc = enc if enc is not None else encode(examples, tokenizer, name="row sweep")
@@ -99,18 +100,32 @@ def row_masked_accuracy(model, tokenizer, examples: list[dict], heads, condition
         current[:] = [mask.to(device)]
 
     with mask_head_rows(model, heads, positions):
-        logprobs = masked_choice_logprobs(model, enc, batch_size, set_masks)
+        return masked_choice_logprobs(model, enc, batch_size, set_masks)
+
+
+def row_masked_accuracy(model, tokenizer, examples: list[dict], heads, condition: str, batch_size: int = 16,
+                        sets: list[dict] | None = None, enc=None) -> float:
+    """MMLU accuracy (lm-eval's ``acc``) of :func:`row_masked_logprobs`."""
+    enc = enc if enc is not None else encode(examples, tokenizer, name="row sweep")
+    logprobs = row_masked_logprobs(model, tokenizer, examples, heads, condition, batch_size, sets, enc)
     return (logprobs.argmax(-1) == enc.answers).double().mean().item()
 
 
 def sweep_rows(model, tokenizer, tasks: dict[str, list[dict]], heads, head_label: str, batch_size: int,
-               fields: dict, conditions=CONDITIONS) -> pd.DataFrame:
-    """Tidy rows (``fields`` + head_set, heads, condition, task, metric=acc, value, n) of the sweep."""
+               fields: dict, conditions=CONDITIONS, answers: list | None = None) -> pd.DataFrame:
+    """Tidy rows (``fields`` + head_set, heads, condition, task, metric=acc, value, n) of the sweep.
+    ``answers``: a list to which each condition's per-question answers are appended
+    (:func:`gna.evaluation.items.scored_rows`, with ``fields``, head_set and condition: one job's
+    conditions in one table, told apart by ``condition``), which the findings pair."""
     rows = []
     for task, examples in tasks.items():
         sets, enc = prompt_position_sets(examples, tokenizer), encode(examples, tokenizer, name="row sweep")
         for cond in tqdm(conditions, desc=f"row sweep {task}", leave=False):
-            acc = row_masked_accuracy(model, tokenizer, examples, heads, cond, batch_size, sets, enc)
+            logprobs = row_masked_logprobs(model, tokenizer, examples, heads, cond, batch_size, sets, enc)
+            acc = (logprobs.argmax(-1) == enc.answers).double().mean().item()
+            if answers is not None:
+                answers.append(scored_rows(task, examples, logprobs).assign(**fields, head_set=head_label,
+                                                                             condition=cond))
             log.info("%s masked at %s: %s acc %.3f (%d)", head_label, cond, task, acc, len(examples))
             rows.append(dict(fields, head_set=head_label, heads=heads if isinstance(heads, str) else
                              " ".join(f"L{h[0]}H{h[1]}" for h in heads),

@@ -23,6 +23,7 @@ import pandas as pd
 import torch
 
 from ..errors import ProbeError
+from ..evaluation.items import scored_rows
 from ..patterns.ga_masks import ga_head_masks, prompt_offsets, segment_mmlu_prompt, stack_masks
 from ..interventions.masked_mixing import masked_mixers
 from ..models import describe
@@ -142,11 +143,15 @@ def masked_accuracy(model, tokenizer, examples: list[dict], heads: dict[str, lis
 
 
 def masking_rows(model, tokenizer, tasks: dict[str, list[dict]], heads: dict[str, list], mode: str,
-                 batch_size: int, fields: dict) -> pd.DataFrame:
-    """Tidy rows (``fields`` + task, metric=acc, value, n, heads) of one masking condition."""
+                 batch_size: int, fields: dict, answers: list | None = None) -> pd.DataFrame:
+    """Tidy rows (``fields`` + task, metric=acc, value, n, heads) of one masking condition. ``answers``:
+    a list to which each task's per-question answers are appended (:func:`gna.evaluation.items.scored_rows`,
+    ``fields`` and the condition in front), so that the findings can pair two modes question by question."""
     rows = []
     for task, examples in tasks.items():
         r = masked_accuracy(model, tokenizer, examples, heads, mode, batch_size, name=task)
+        if answers is not None:
+            answers.append(scored_rows(task, examples, r["logprobs"]).assign(**fields, condition=mode))
         log.info("%s %s: acc %.3f on %d (%d with choice segments)", mode, task, r["acc"], r["n"], r["with_pattern"])
         rows.append(dict(fields, condition=mode, task=task, metric="acc", value=r["acc"], n=r["n"],
                          with_pattern=r["with_pattern"], heads=head_label(heads)))

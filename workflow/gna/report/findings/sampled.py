@@ -155,7 +155,8 @@ def drop(before: float, after: float, n: int, answers: tuple | None = None, z: f
     """The drop from ``before`` to ``after`` (two accuracies over ``n`` questions each, as the tables
     print them). ``answers``: ``(before's answers, after's answers, tasks)``, the two tables of
     :mod:`gna.evaluation.items` (either may be None: unpaired) and the tasks whose mean accuracy the
-    values are (their ``acc``, pooled; tasks of equal size, so that pooling is that mean). ``m``: the
+    values are (their ``acc``, pooled; tasks of equal size, so that pooling is that mean). A task may
+    be ``(task, metric)``: a score other than ``acc`` (the hybrids' KV-Ret, ``top1``). ``m``: the
     candidates ``after`` was picked among as their extreme: interval and test at Bonferroni's level
     (:func:`level_z`), which overrides ``z``."""
     first, second, tasks = answers if answers is not None else (None, None, ())
@@ -164,11 +165,11 @@ def drop(before: float, after: float, n: int, answers: tuple | None = None, z: f
         z = level_z(m)
     if first is None or second is None:
         return Drop(*drop_interval(before, after, n, z=z), alpha=alpha)
-    counts = [pair(first, second, task) for task in tasks]
+    counts = [pair(first, second, *((task,) if isinstance(task, str) else task)) for task in tasks]
     p = Paired(*(sum(getattr(c, f) for c in counts) for f in ("both", "first_only", "second_only", "neither")))
     for value, right in ((before, p.both + p.first_only), (after, p.both + p.second_only)):
         if count(value, p.n) != right:
-            raise ValueError(f"the answers of {', '.join(tasks)} ({right} of {p.n} right) are not the table's "
+            raise ValueError(f"the answers of {', '.join(map(str, tasks))} ({right} of {p.n} right) are not the table's "
                              f"accuracy {value!r}: results and answers of different runs")
     return Drop(p.difference, *p.interval(z), paired=p, alpha=alpha)
 
