@@ -19,6 +19,19 @@ from ..probes.scoring import (ProbeScore, accepts_logits_to_keep, copies_choice_
                               score)
 from ..resume.store import section
 
+# The columns of :func:`repeated_forward_scores`' totals (n_items, 4): per item, summed over the prompts.
+CORRECT, ANSWER_LOGPROB, MARGIN, DISCORDANT = range(4)
+"""``CORRECT``: prompts answered right; ``ANSWER_LOGPROB``: the right choice's log-prob; ``MARGIN``: its
+margin over the best other (:func:`margins`); ``DISCORDANT``: prompts whose correctness differs from the
+unmodified model's (a paired test's discordant prompts)."""
+
+
+def item_means(total: torch.Tensor, n: int) -> dict:
+    """One item's row of totals (4,) as the tables write it: the means over the ``n`` prompts of
+    ``accuracy``, ``answer_logprob`` and ``margin``, and the count of ``discordant`` prompts."""
+    return dict(accuracy=total[CORRECT].item() / n, answer_logprob=total[ANSWER_LOGPROB].item() / n,
+                margin=total[MARGIN].item() / n, discordant=int(total[DISCORDANT].item()))
+
 
 def margins(lp: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
     """The log-prob margin of each example: the right choice's log-prob minus the best other's.
@@ -78,12 +91,14 @@ def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: d
     the residual entering every layer of ``by_start`` ({layer: the items that start there}) from one
     forward; then chunks of items, copy a of the batch for item a, through the layers from there on.
 
-    ``prepare(batch, inputs)`` -> a batch's state (e.g. the senders' writes); ``intervene(stack, state,
-    layer, chunk, x)`` enters the chunk's contexts on ``stack`` (``x``: the repeated layer input, (A*B,
-    T, d)). Returns per item the summed correct count, answer log-prob and margin, and the count of
-    prompts whose correctness differs from the unmodified model's (the paired difference's discordant
-    prompts, for a paired test of the drop) ``(n_items, 4)``, and the unmodified model's means
-    (``baseline_accuracy``, ``baseline_logprob``, ``baseline_margin``).
+    ``intervene(stack, layer, chunk, x)`` enters the chunk's contexts on ``stack`` (``x``: the repeated
+    layer input, (A*B, T, d)). ``prepare(batch, inputs)``, where given, -> a batch's state (e.g. the
+    senders' writes), passed on as ``intervene(stack, layer, chunk, x, state)``.
+    Returns the totals ``(n_items, 4)``, per item summed over the prompts, its columns named by
+    ``CORRECT``, ``ANSWER_LOGPROB``, ``MARGIN`` and ``DISCORDANT`` (the prompts whose correctness
+    differs from the unmodified model's, for a paired test of the drop; :func:`item_means` reads a
+    row), and the unmodified model's means (``baseline_accuracy``, ``baseline_logprob``,
+    ``baseline_margin``).
     ``group_of(item)``: a chunk never spans two groups (the head scan: one mixer's heads per chunk,
     one ``head_mask`` of one kind). ``residuals``: clean forwards kept from an earlier scan of the same
     ``encoded`` and ``batch_size`` (:class:`ResidualCache`), else each batch's runs here.
@@ -126,17 +141,20 @@ def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: d
                     x = inputs[start].repeat(A, 1, 1)
                     with ExitStack() as stack:
                         stack.enter_context(start_at_layer(model, start, x))
-                        intervene(stack, state, start, chunk, x)
+                        if prepare is None:
+                            intervene(stack, start, chunk, x)
+                        else:
+                            intervene(stack, start, chunk, x, state)
                         lp = copies_choice_logprobs(model, b, head, keep, A).cpu()  # (A, E, C)
                     if done is not None:
                         done.put(name, lp.numpy())
                 right = lp.argmax(-1).eq(answers)
                 if record is not None:
                     record(chunk, b.examples.cpu(), lp, answers)
-                totals[chunk, 0] += right.double().sum(-1)
-                totals[chunk, 1] += lp.gather(2, answers.expand(A, -1)[..., None]).squeeze(-1).sum(-1)
-                totals[chunk, 2] += margins(lp, answers).sum(-1)
-                totals[chunk, 3] += right.ne(was_right).double().sum(-1)
+                totals[chunk, CORRECT] += right.double().sum(-1)
+                totals[chunk, ANSWER_LOGPROB] += lp.gather(2, answers.expand(A, -1)[..., None]).squeeze(-1).sum(-1)
+                totals[chunk, MARGIN] += margins(lp, answers).sum(-1)
+                totals[chunk, DISCORDANT] += right.ne(was_right).double().sum(-1)
     return totals, dict(baseline_accuracy=base_right.double().mean().item(),
                         baseline_logprob=base.gather(1, encoded.answers[:, None]).mean().item(),
                         baseline_margin=margins(base, encoded.answers).mean().item())
