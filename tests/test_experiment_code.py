@@ -214,7 +214,8 @@ EXPERIMENT_REGISTRY.declare(
 
 
 def test_an_experiment_in_one_place_is_found_whole(tmp_path):
-    root, files = synthetic(tmp_path, {"workflow/rules/foo.smk": FOO, "workflow/rules/bar.smk": 'BAR = config["bar"]["foo"]\n'},
+    unrelated = 'BAR = config["bar"]["foo"]\n'   # another experiment's setting named foo
+    root, files = synthetic(tmp_path, {"workflow/rules/foo.smk": FOO, "workflow/rules/bar.smk": unrelated},
                             {"workflow/scripts/foo.py": "x = 1\n", "workflow/gna/micro/world.py": "foo = 'foo'\n"})
     code = experiment_code(root, files, "foo")
     assert code.rule_file == "workflow/rules/foo.smk" and set(code.rules) == {"foo", "foo_figure"}

@@ -126,10 +126,10 @@ def mmlu_sample(s, wc: dict) -> Estimate:
 
 
 def baseline_task(s, wc: dict) -> Estimate:
-    """One unmodified model on one task (rule baseline): a KV probe (``kv_n<pairs>``, :func:`gna.probes.kv.probe_task_name`) of kv_probe.n_examples
-    prompts, a local MMLU format over its sample (benchmarks.mmlu.size), or a local suite task over its
-    sample (experiments.baselines.size where set, else benchmarks.suite.size: one number or that task's
-    entry)."""
+    """One unmodified model on one task (rule baseline): a KV probe (``kv_n<pairs>``,
+    :func:`gna.probes.kv.probe_task_name`) of kv_probe.n_examples prompts, a local MMLU format over its
+    sample (benchmarks.mmlu.size), or a local suite task over its sample (experiments.baselines.size
+    where set, else benchmarks.suite.size: one number or that task's entry)."""
     info, task = s.info(wc["model"]), wc["task"]
     if is_probe_task(task):
         secs, peak = E.probe_scoring(s.hw, info, int(s.config["kv_probe"]["n_examples"]), [parse_probe_task(task)[0]],

@@ -190,6 +190,8 @@ def attribution_ranking(model: nn.Module, encoded: EncodedProbe, method: str, ca
     It also stops drawing, saying why, once its bar (the ``guard_k``-th candidate) proves not beyond
     noise, or once its hits put the level out of reach (``guard.stopped``). Every exact pass
     reuses the first one's clean forwards (:class:`gna.scan.repeated_forwards.ResidualCache`).
+
+    Over 60 lines by this docstring only: the method's steps in order, each a function above.
     """
     say = say or log.info
     if method != "atp":
