@@ -1,9 +1,9 @@
 """An experiment lives in one place: its rule file declares it (gna.experiments.registry), and the
 shared parts of the workflow (rule all, the batches, the plan, the findings) loop over the
-declarations. Checked three ways: the worked example of docs/adding-an-experiment.md, built in a
+declarations. Checked two ways: the worked example of docs/adding-an-experiment.md, built in a
 copy of the repository from the files the page shows, appears in the DAG, the plan and the
-findings; every experiment of the paper preset is named in at most 4 code files; and the order
-the rule files are included in changes no job."""
+findings; and the order the rule files are included in changes no job. That each experiment's code is
+in one place is tests/test_experiment_code.py's."""
 import json
 import os
 import re
@@ -22,35 +22,10 @@ from snakemake.utils import validate
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs/examples/head_norms"
-MAX_FILES = 4
 
 
 def tracked_files() -> list[str]:
     return subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-
-
-def code_files() -> list[Path]:
-    """The project's code: .py and .smk files outside tests and docs."""
-    return [ROOT / f for f in tracked_files() if f.endswith((".py", ".smk")) and not f.startswith(("tests/", "docs/"))]
-
-
-def names(text: str, experiment: str) -> bool:
-    """Whether code names the experiment: its config key as a string literal, or experiments.<key>."""
-    return bool(re.search(rf"""["']{experiment}["']|experiments\.{experiment}\b""", text))
-
-
-def test_every_experiment_of_the_paper_preset_is_named_in_at_most_four_code_files():
-    experiments = yaml.safe_load((ROOT / "workflow/configs/paper.yaml").read_text())["experiments"]
-    texts = {f: f.read_text() for f in code_files()}
-    over = {}
-    for experiment in experiments:
-        if experiment == "memory":   # a word every module that sizes anything uses
-            continue
-        files = sorted(str(f.relative_to(ROOT)) for f, text in texts.items() if names(text, experiment))
-        assert files, f"{experiment}: named nowhere, so the count would prove nothing"
-        if len(files) > MAX_FILES:
-            over[experiment] = files
-    assert not over, f"experiments named in more than {MAX_FILES} code files: {over}"
 
 
 def test_the_registry_refuses_a_second_declaration_and_a_rule_estimated_twice():

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from gna.errors import ProbeError
-from gna.probes import (english_words, generate_kv_probe, lm_eval_task_config, read_jsonl, score, sweep,
-                        write_jsonl)
+from gna.probes import (english_words, generate_kv_probe, lm_eval_task_config, parse_probe_task, probe_suite,
+                        probe_task_name, read_jsonl, score, sweep, write_jsonl)
 
 KEYS = [f"k{i}" for i in range(20)]  # the keys in the test vocabulary
 
@@ -83,6 +83,25 @@ def test_jsonl_round_trip_and_errors(tmp_path):
         bad.write_text(json.dumps(examples[0]) + "\n" + json.dumps({**examples[1], "answer": wrong}) + "\n")
         with pytest.raises(ProbeError, match="bad.jsonl.*line 2.*'answer' the index"):
             lm_eval_task_config(bad, "kv_bad")
+
+
+def test_a_probe_task_name_round_trips_and_a_foreign_one_is_refused():
+    # the names the results and the figures already carry (Fig. 4's, top-k's control, the baselines')
+    assert probe_task_name(10, 3) == "kv_n10_s3" and probe_task_name(10) == "kv_n10"
+    for n, seed in [(10, 3), (50, 0), (4, None)]:
+        assert parse_probe_task(probe_task_name(n, seed)) == (n, seed)
+    for bad in ("kv_n10_s", "kv_retrieval_s1", "kv_n10x", "mmlu_local"):
+        with pytest.raises(ValueError, match="not a KV probe's task name"):
+            parse_probe_task(bad)
+
+
+def test_a_probe_suite_names_each_set_and_refuses_a_set_given_twice(tmp_path):
+    path = write_jsonl(generate_kv_probe(4, 3, seed=0), tmp_path / "p.jsonl")
+    suite = probe_suite([(4, 0, path), (4, 1, path), (4, None, path)])
+    assert list(suite) == ["kv_n4_s0", "kv_n4_s1", "kv_n4"]
+    assert suite["kv_n4_s1"] == lm_eval_task_config(path, "kv_n4_s1")
+    with pytest.raises(ValueError, match="twice"):
+        probe_suite([(4, 0, path), (4, 0, path)])
 
 
 def test_lm_eval_agrees_with_scorer(tiny_model, word_tokenizer, tmp_path, monkeypatch):

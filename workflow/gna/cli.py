@@ -19,6 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .config.options import COMMAND_DEFAULTS, SCAN_SETTINGS, dest, setting_option  # noqa: F401  (gna.cli's too)
 from .models.mixer_table import describe_table  # noqa: F401  (also gna.cli.describe_table, as the tour uses it)
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
@@ -61,15 +62,6 @@ def cmd_convert_gguf(args) -> int:
     return convert_gguf(args.gguf, args.out, args.dtype, log=lambda msg: print(msg, file=sys.stderr)) and 0
 
 
-def heatmap_rows(role: str, head, matrix, tokens: list[str]) -> list[dict]:
-    """Tidy rows of one head's mixing ``matrix (T, T)`` on the prompt: the causal part
-    (key_pos <= query_pos; the rest is zero by construction)."""
-    layer, h, kind = head
-    T = matrix.shape[0]
-    return [dict(role=role, layer=layer, head=h, kind=kind, query_pos=t, query_token=tokens[t], key_pos=s,
-                 key_token=tokens[s], weight=float(matrix[t, s])) for t in range(T) for s in range(t + 1)]
-
-
 SCAN_FILES = ("probe.examples.jsonl", "ranking.csv", "ga.csv", "heatmap_gather.csv", "heatmap_aggregate.csv",
               "heatmaps.png", "explorer.html", "patterns.json")
 """What ``gna scan`` writes into ``--out`` (the last two with ``--html``)."""
@@ -83,7 +75,7 @@ def check_scan_args(args) -> None:
     from .errors import ConfigError
 
     for flag, key in SCAN_SETTINGS:
-        check_setting(key, getattr(args, _dest(flag)), flag)
+        check_setting(key, getattr(args, dest(flag)), flag)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {args.out} exists and is not a directory")
@@ -111,17 +103,11 @@ def check_scan_args(args) -> None:
 
 
 def cmd_scan(args) -> int:
-    import pandas as pd
     import torch
 
-    from .errors import ConfigError
     from .experiments.head_scan import head_scan
-    from .io import atomic_path, write_csv
     from .models import load_model
-    from .probes.kv import generate_kv_probe, write_jsonl
-    from .probes.values import choose_rule
     from .report import heatmaps
-    from .report.common import save_figure
     from .scan.probe_size import probe_size_warning
 
     check_scan_args(args)
@@ -130,16 +116,9 @@ def cmd_scan(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    out, name = Path(args.out), args.name or _model_name(args.model)
-    # Everything is computed before anything is written, and written into a temporary directory
-    # renamed to DIR at the end: a failing run leaves DIR as it was.
+    name = args.name or _model_name(args.model)
     model, tok = load_model(_spec(args))
-    values = args.values
-    if values == "auto":  # the paper's 0-99 unless the tokenizer would make one value a prefix of another
-        prompt = generate_kv_probe(1, 1, args.seed, separator=args.separator, fmt=args.format)[0]["prompt"]
-        values = choose_rule(tok, prompt, args.separator, what=name)
-    examples = generate_kv_probe(args.pairs, args.n_examples, args.seed, separator=args.separator, fmt=args.format,
-                                 values=values)
+    examples = _scan_probe(args, tok, name)
     print(scan_estimate(model, tok, examples, args), file=sys.stderr, flush=True)  # before the scan's minutes
     result = head_scan(model, tok, examples, model_name=name, method=args.method, batch_size=args.batch_size,
                        max_rows=args.max_rows, shared_prefix=args.shared_prefix, classify_top=args.classify_top,
@@ -151,27 +130,64 @@ def cmd_scan(args) -> int:
                                 seed=args.seed),
                        what=f"the KV probe ({args.format} format, {args.pairs} pairs, separator {args.separator!r})",
                        say=lambda line: print(line, file=sys.stderr, flush=True))
-    ranking, ga, checked = result.ranking, result.ga, result.probe
     # As workflow/scripts/ga_heatmaps.py does: the top Gather / Aggregate head on the first prompt.
     prompt = examples[0]["prompt"]
-    patterns = heatmaps.head_patterns(model, tok, prompt, ga)
+    patterns = heatmaps.head_patterns(model, tok, prompt, result.ga)
     tokens = tok.convert_ids_to_tokens(tok(prompt)["input_ids"])
+    written = _write_scan(args, name, model, tok, examples, result, patterns, tokens)
+    _print_scan(args, name, examples, result, patterns)
+    print("wrote " + ", ".join(str(Path(args.out) / p.name) for p in written))
+    return 0
 
+
+def _scan_probe(args, tok, name: str) -> list[dict]:
+    """The scan's KV probe examples; ``--values auto``: the paper's 0-99 unless the tokenizer would make
+    one value a prefix of another."""
+    from .probes.kv import generate_kv_probe
+    from .probes.values import choose_rule
+
+    values = args.values
+    if values == "auto":
+        prompt = generate_kv_probe(1, 1, args.seed, separator=args.separator, fmt=args.format)[0]["prompt"]
+        values = choose_rule(tok, prompt, args.separator, what=name)
+    return generate_kv_probe(args.pairs, args.n_examples, args.seed, separator=args.separator, fmt=args.format,
+                             values=values)
+
+
+def _write_scan(args, name, model, tok, examples, result, patterns, tokens) -> list[Path]:
+    """Everything into ``--out``, written into a temporary directory renamed to it at the end: a failing
+    run leaves it as it was. -> the files written."""
+    import pandas as pd
+
+    from .errors import ConfigError
+    from .io import atomic_path, write_csv
+    from .probes.kv import write_jsonl
+    from .report import explorer, heatmaps
+    from .report.common import save_figure
+
+    out, ranking, ga = Path(args.out), result.ranking, result.ga
     try:
         with atomic_path(out, directory=True) as tmp:
             written = [write_jsonl(examples, tmp / "probe.examples.jsonl"), write_csv(ranking, tmp / "ranking.csv"),
                        write_csv(ga, tmp / "ga.csv")]
             for role, (head, mat) in patterns.items():
                 if mat is not None:
-                    rows = heatmap_rows(role, head, mat, tokens)
+                    rows = heatmaps.heatmap_rows(role, head, mat, tokens)
                     written.append(write_csv(pd.DataFrame(rows), tmp / f"heatmap_{role}.csv"))
             save_figure(heatmaps.figure({name: patterns}, {name: tokens}), tmp / "heatmaps.png")
             written.append(tmp / "heatmaps.png")
             if args.html:
-                written += explorer_files(args, name, model, tok, examples, ranking, ga, tmp)
+                probe = f"{args.format} format, {args.pairs} pairs, separator {args.separator!r}, seed {args.seed}"
+                written += explorer.scan_files(name, model, tok, examples, ranking, ga, tmp, top=args.html_top,
+                                               n_prompts=args.html_prompts, probe=probe, compare=args.compare)
     except OSError as e:  # whatever the filesystem says (full, read-only, gone, not a directory): one line
         raise ConfigError(f"--out {args.out}: cannot write {e.filename or out}: {e.strerror or e}") from None
+    return written
 
+
+def _print_scan(args, name: str, examples, result, patterns) -> None:
+    """The scan in a few lines: its baseline, the probe check, the guard, the top heads and their roles."""
+    ranking, ga, checked = result.ranking, result.ga, result.probe
     print(f"{name}: KV probe of {len(examples)} prompts x {args.pairs} pairs ({args.format}); "
           f"baseline accuracy {ranking.baseline_accuracy.iloc[0]:.3f} (chance {checked.chance_accuracy:.3f})")
     if checked.forced and checked.problems():
@@ -185,8 +201,6 @@ def cmd_scan(args) -> int:
     for role, (head, _) in patterns.items():
         print(f"top {role} head: " + (f"L{head[0]}H{head[1]} ({head[2]})" if head else
                                       f"none among the top {len(result.top)} heads"))
-    print("wrote " + ", ".join(str(out / p.name) for p in written))
-    return 0
 
 
 def scan_estimate(model, tok, examples, args) -> str:
@@ -198,55 +212,6 @@ def scan_estimate(model, tok, examples, args) -> str:
     return scan_estimate_line(_model_name(args.model), model.config.to_dict(), family=args.family,
                               dtype=args.dtype or default_dtype(args.device), device=args.device,
                               n_examples=len(examples), tokens=tokens, n_pairs=args.pairs, **settings)
-
-
-SCAN_SETTINGS = (
-    ("--n-examples", "kv_probe.n_examples"), ("--pairs", "scan.n_pairs"), ("--format", "kv_probe.format"),
-    ("--separator", "kv_probe.separator"), ("--seed", "kv_probe.seed"),
-    ("--batch-size", "scan.batch_size"), ("--max-rows", "scan.max_rows"), ("--classify-top", "scan.classify_top"),
-    ("--classify-examples", "scan.classify_examples"), ("--threshold", "scan.threshold"),
-    ("--method", "scan.method"), ("--candidates", "scan.candidates"), ("--guard-sample", "scan.guard_sample"),
-    ("--guard-k", "scan.guard_k"), ("--guard-level", "scan.guard_level"), ("--atp-score", "scan.atp_score"),
-    ("--graddrop", "scan.atp_graddrop"), ("--shared-prefix", "scan.shared_prefix"),
-    ("--max-unknown-share", "scan.probe_check.max_unknown_share"),
-    ("--min-over-chance", "scan.probe_check.min_over_chance"), ("--force", "scan.probe_check.force"))
-"""``gna scan``'s options that are study config settings: their type, default, bounds, choices and help
-come from the schema (workflow/schemas/config.schema.yaml), as the pipeline reads them."""
-
-COMMAND_DEFAULTS = {"kv_probe.n_examples": 200, "kv_probe.format": "paper", "scan.n_pairs": 20}
-"""Defaults of the settings a study config must give (the schema has none for them): the command's own."""
-
-
-def _dest(flag: str) -> str:
-    return flag.lstrip("-").replace("-", "_")
-
-
-def _number_or_null(kind):
-    def parse(text: str):
-        return None if text.lower() in ("null", "none") else kind(text)
-    parse.__name__ = kind.__name__  # argparse names the type in its "invalid ... value" message
-    return parse
-
-
-def _setting_option(group, flag: str, key: str) -> None:
-    """``flag`` as the schema describes the setting ``key``."""
-    from .config.schema import bounds_text, setting
-
-    node = setting(key)
-    default = COMMAND_DEFAULTS.get(key, node.get("default"))
-    text = (node.get("description") or "").replace("%", "%%")
-    types = node.get("type", [])
-    types = types if isinstance(types, list) else [types]
-    if "boolean" in types:
-        group.add_argument(flag, action="store_true", help=f"{text} (config: {key})")
-        return
-    kw = {"choices": node["enum"]} if "enum" in node else {}
-    if "integer" in types or "number" in types:
-        kind = int if "integer" in types else float
-        kw["type"] = _number_or_null(kind) if "null" in types else kind
-        text += f"; {bounds_text(key)}"
-    shown = "%(default)r" if isinstance(default, str) else "%(default)s"
-    group.add_argument(flag, default=default, help=f"{text} (default: {shown}; config: {key})", **kw)
 
 
 def _model_options(p: argparse.ArgumentParser) -> None:
@@ -279,6 +244,13 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--out", required=True, metavar="DIR", help="the model directory (written all at once)")
     c.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
     c.set_defaults(run=cmd_convert_gguf)
+    _scan_parser(sub)
+    _export_parser(sub)
+    return top
+
+
+def _scan_parser(sub) -> None:
+    """``gna scan``'s options: the study config's settings among them as the schema states them."""
     s = sub.add_parser("scan", help="rank heads by KV retrieval, classify G&A roles, draw heatmaps",
                        description="Generate a KV-retrieval probe, ablate every head alone and rank the heads by the "
                        "accuracy drop (gna.scan.scan, as the pipeline's head_scan rule; --method atp+exact ablates "
@@ -297,7 +269,7 @@ def parser() -> argparse.ArgumentParser:
               "scan.probe_check": s.add_argument_group("probe check: before ranking, does the probe mean anything "
                                                        "for the model? (scan.probe_check.*)")}
     for flag, key in SCAN_SETTINGS:
-        _setting_option(groups[key.rpartition(".")[0]], flag, key)
+        setting_option(groups[key.rpartition(".")[0]], flag, key)
     groups["kv_probe"].add_argument("--values", choices=["auto", "0-99", "10-99"], default="auto",
                                     help="the numbers the values are drawn from (gna.probes.values; the study "
                                     "config's models.<name>.kv_values): auto picks 0-99 (the paper's) unless the "
@@ -314,6 +286,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--compare", action="append", metavar="DIR", help="another gna scan --html output to offer "
                    "beside this model in the page (repeatable)")
     s.set_defaults(run=cmd_scan)
+
+
+def _export_parser(sub) -> None:
     e = sub.add_parser("export", help="a ranking's top k as goombalab/mohawk's architecture YAML and head map",
                        description="Write, for each K, architecture_K.yaml (mohawk's per-layer attention head counts in "
                        "blocks of consecutive layers, a '# layer = [heads] -> n' comment per layer) and heads_K.txt "
@@ -327,19 +302,6 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--head-dim", type=int, help="attention head width (default: its config's)")
     e.add_argument("--name", help="ARCH_NAME's prefix (default: the model's or the ranking's name)")
     e.set_defaults(run=cmd_export)
-    return top
-
-
-def explorer_files(args, name, model, tok, examples, ranking, ga, tmp: Path) -> list[Path]:
-    """``--html``: explorer.html and patterns.json (this model's data, for another scan's --compare)."""
-    from .report import explorer
-
-    heads = explorer.heads_to_show(ranking, ga, args.html_top)
-    prompts = [e["prompt"] for e in examples[:args.html_prompts]]
-    probe = f"{args.format} format, {args.pairs} pairs, separator {args.separator!r}, seed {args.seed}"
-    data = explorer.explorer_data(name, ranking, ga, explorer.head_patterns(model, tok, prompts, heads), probe)
-    others = [explorer.read_data(Path(d) / "patterns.json") for d in args.compare or ()]
-    return [explorer.write([data] + others, tmp / "explorer.html"), explorer.write_data(data, tmp / "patterns.json")]
 
 
 def cmd_export(args) -> int:

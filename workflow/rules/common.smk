@@ -10,12 +10,12 @@ from gna.evaluation.local_mmlu import TASKS as LOCAL_MMLU_TASKS
 from gna.errors import ConfigError, ProbeError
 from gna.evaluation.local_suite import SUFFIX as SUITE_SUFFIX, TASKS as LOCAL_SUITE_TASKS
 from gna.experiments.registry import Estimator, Registry, Section
-from gna.experiments.topk import k_list as topk_k_list, kv_task as topk_kv_task
+from gna.experiments.topk import k_list as topk_k_list
 from gna.hybrid.study.variants import WILDCARD as VARIANT_WILDCARD
 from gna.hybrid.study.variants import distill_variants
 from gna.hybrid.study.stage_ranks import check_split, cpus_per_rank, launch_resources, stage_world
 from gna.hybrid.study.token_sets import token_sets, tokens_of
-from gna.probes.kv import generate_kv_probe
+from gna.probes.kv import generate_kv_probe, probe_task_name
 from gna.probes.values import DEFAULT_RULE, VALUE_RULES, choose_rule, rule_tag
 
 # One torch thread per job: two threads on a loaded 2-core machine ran 13-17x slower.
@@ -331,7 +331,7 @@ def topk_kv_probe(experiment, model):
     if experiment != "topk_removal" or not experiment_config(experiment).get("kv_control"):
         return None
     n, seed = config["scan"]["n_pairs"], other_probe_seeds(None)[0]
-    return topk_kv_task(n, seed), probe_path(n, seed, model=model)
+    return probe_task_name(n, seed), probe_path(n, seed, model=model)
 
 
 def topk_outputs(experiment):

@@ -9,7 +9,7 @@ from gna.experiments.run import evaluation_rows, write_answers
 from gna.io import write_csv, write_json
 from gna.jobs.script_job import job
 from gna.models import load_model
-from gna.probes.kv import lm_eval_task_config
+from gna.probes.kv import parse_probe_task, probe_suite
 from gna.resume.keys import partial_dir
 from gna.resume.store import reused_cost
 
@@ -21,7 +21,7 @@ with job(snakemake) as log:
     load_s = time.process_time() - start
     if p.source == "kv":
         # with the tokenizer: a probe whose values it makes prefixes of each other is refused here
-        suite = TaskSuite(extra={task: lm_eval_task_config(snakemake.input.probe, task, tokenizer=model[1])})
+        suite = TaskSuite(extra=probe_suite([(*parse_probe_task(task), snakemake.input.probe)], tokenizer=model[1]))
     elif p.source == "mmlu":
         suite = TaskSuite(local_mmlu_dir=str(Path(snakemake.input.sample).parent))
     else:

@@ -12,7 +12,7 @@ from gna.experiments.run import evaluation_rows, write_answers
 from gna.io import write_csv
 from gna.models import load_model
 from gna.jobs.script_job import job
-from gna.probes.kv import lm_eval_task_config
+from gna.probes.kv import parse_probe_task, probe_suite
 
 with job(snakemake) as log:
     p = snakemake.params
@@ -27,18 +27,17 @@ with job(snakemake) as log:
         rows = pd.DataFrame([{**p.fields, "head": "none"}])
     else:
         # one probe set per (pairs, probe seed): the spread over seeds is the probe draw's
-        names = [f"kv_n{n}_s{seed}" for n, seed in p.probes]
         model = load_model(p.spec)
         # with the tokenizer: a probe whose values it makes prefixes of each other is refused before lm-eval runs
-        extra = {name: lm_eval_task_config(path, name, tokenizer=model[1])
-                 for name, path in zip(names, snakemake.input.probes)}
+        extra = probe_suite([(n, seed, path) for (n, seed), path in zip(p.probes, snakemake.input.probes)],
+                            tokenizer=model[1])
         interventions = [{"ablate_heads": heads}] if heads else []
         # kv_pairs.n_examples: each probe set's first n prompts (independent draws: a sample of n)
         settings = {**p.eval, "limit": p.n_examples} if p.get("n_examples") else p.eval
         rows = evaluation_rows(p.spec, list(extra), interventions, settings, None, p.fields, model=model,
                                suite=TaskSuite(extra=extra), answers=answers)
-        parts = rows.task.str.extract(r"^kv_n(\d+)_s(\d+)$").astype(int)
-        rows["n_pairs"], rows["probe_seed"] = parts[0], parts[1]
+        parts = [parse_probe_task(t) for t in rows.task]
+        rows["n_pairs"], rows["probe_seed"] = [n for n, _ in parts], [seed for _, seed in parts]
         rows["head"] = label
         rows["heads_from"] = ("named" if p.named else
                               "pattern, unclassified" if unclassified(ga, heads, condition[3:]) else "classified")

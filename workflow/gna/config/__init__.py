@@ -5,6 +5,7 @@
 - :mod:`.checks`: what JSON Schema cannot express (models, families, shapes, layers, heads).
 - :mod:`.task_names`: do the task names exist (micro tasks or the installed lm-eval's).
 - :mod:`.architectures`: the paper models' shipped ``config.json`` files, read offline.
+- :mod:`.options`: a setting as a command-line option of `gna scan`, as the schema states it.
 
 Every ``snakemake`` call imports this package, so nothing here imports torch at module level.
 May import: ``errors``, ``io``, ``models`` (adapters, tiny configs, and the hybrid student's

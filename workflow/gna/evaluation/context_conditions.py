@@ -32,10 +32,35 @@ def _tokens(requests) -> list:
     return [[list(context), list(continuation)] for _, context, continuation in requests]
 
 
+# What the mixin reads of the class it is mixed into, each with where it comes from. A mixin's reads are
+# invisible at its host's definition, so they are listed here, checked on first use (:func:`check_host`),
+# and held to the module's own ``self.`` reads by tests/test_context_conditions.py.
+HOST_ATTRIBUTES = {
+    "conditions": "the conditions, lists of interventions (the recording LM's class attribute)",
+    "partial": "a resuming job's section, or None outside one (the recording LM's)",
+    "_score_context": "one context's continuations scored (.shared_prefix.sharing_contexts's base)",
+    "_loglikelihood_tokens": "a condition's own evaluation, called through super() (lm-eval's HFLM)",
+    "model": "the model (HFLM)",
+    "device": "its device (HFLM)",
+    "batch_size": "rows per batch of continuations (HFLM)",
+    "max_length": "the longest request lm-eval leaves untruncated (HFLM)",
+    "rank": "the process's rank: only rank 0 shows progress (HFLM)",
+    "softmax_dtype": "the log-softmax's dtype, None for float32 (HFLM)",
+}
+
+
+def check_host(lm) -> None:
+    """Refuse ``lm`` if it lacks any of :data:`HOST_ATTRIBUTES`, naming them (a TypeError here, not an
+    AttributeError deep in a shared evaluation)."""
+    missing = [name for name in HOST_ATTRIBUTES if not hasattr(lm, name)]
+    if missing:
+        raise TypeError(f"{type(lm).__name__} lacks what SharedContextConditions reads of its host: {missing}")
+
+
 class SharedContextConditions:
     """The conditions' answers of a recording LM (:func:`.prefix_conditions.recording`) whose base
-    scores each context once (:func:`.shared_prefix.sharing_contexts`): ``conditions``, ``partial``
-    and the base's ``_score_context`` come from the class it is mixed into."""
+    scores each context once (:func:`.shared_prefix.sharing_contexts`). Everything it reads of that
+    class is :data:`HOST_ATTRIBUTES`, checked when it is first asked for answers."""
 
     _rows_differ = False   # a batched read-out rounded a row differently from that row alone
 
@@ -46,6 +71,7 @@ class SharedContextConditions:
         bfloat16 too, where kernels round by shape)."""
         from tqdm import tqdm
 
+        check_host(self)
         answers: list[list] = [[None] * len(requests) for _ in self.conditions]
         # a condition changing layer 0 shares nothing: its own evaluation, as it is, kept whole
         for c in (c for c, s in enumerate(starts) if s == 0):

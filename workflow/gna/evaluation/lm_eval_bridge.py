@@ -115,6 +115,46 @@ class Scores(dict):
         self.sizes, self.answers = dict(sizes or {}), answers
 
 
+def _check_tasks(tasks: list[str], limit, num_fewshot, task_definitions: str) -> None:
+    """Refuse, before any model runs, what the tasks' files cannot give: shots a pinned task has no
+    exemplars for, a ``limit`` on the stratified local MMLU sample (it would keep a few subjects)."""
+    check_fewshot(tasks, task_definitions, lambda t: fewshot_of(t, num_fewshot))
+    shots = [t for t in tasks if t in local_suite.TASKS and fewshot_of(t, num_fewshot)]
+    if shots:
+        raise ConfigError(f"eval.num_fewshot gives {shots[0]!r} {fewshot_of(shots[0], num_fewshot)} shots: the "
+                          "pinned files hold its evaluation split only, no exemplars (0 shots, the paper's setting)")
+    if limit is not None and set(tasks) & set(local_mmlu.TASKS):
+        raise ConfigError(f"eval.limit = {limit} would score the first questions of the local MMLU sample, a few "
+                          "subjects only: set benchmarks.mmlu.size instead")
+
+
+def _lm(model: nn.Module, tokenizer, lm_class: type | None, shared_prefix: bool, partial, **settings):
+    """lm-eval's ``HFLM`` on ``model`` (``lm_class`` instead where given; each context once with
+    ``shared_prefix``), encoding each request once, keeping finished units in ``partial`` where a
+    resuming job has one."""
+    import torch
+    from lm_eval.models.huggingface import HFLM
+
+    from .shared_prefix import sharing_contexts
+
+    lm_class = encoding_once(lm_class or (sharing_contexts(HFLM) if shared_prefix else HFLM))
+    lm = (keeping_finished(lm_class) if partial is not None else lm_class)(
+        pretrained=model, tokenizer=tokenizer, softmax_dtype=torch.float32, **settings)
+    if partial is not None:
+        lm.partial = partial
+    return lm
+
+
+def _add_results(out: Scores, res: dict) -> None:
+    """One ``simple_evaluate`` result's versions, sample sizes and metrics into ``out`` (stderr dropped)."""
+    out.versions.update(res.get("versions", {}))
+    for task, metrics in res["results"].items():
+        if isinstance(metrics.get("sample_len"), int):
+            out.sizes[task] = metrics["sample_len"]
+        out[task] = {_metric_key(k): float(v) for k, v in metrics.items()
+                     if "stderr" not in k and k not in ("alias", "sample_len") and isinstance(v, (int, float))}
+
+
 def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, interventions=(),
              batch_size: int = 32, max_length: int | None = 2048, limit: int | None = None,
              chat_tasks: tuple[str, ...] = (), num_fewshot: int | dict | None = 0,
@@ -134,31 +174,16 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
     job: :mod:`gna.resume`) lm-eval's own requests run in units kept as each finishes, and a stopped
     run's units are not run again (:mod:`.resume_requests`); a given ``lm_class`` batches its own way
     and is not resumed by units."""
-    import torch
     from lm_eval import simple_evaluate
-    from lm_eval.models.huggingface import HFLM
 
-    check_fewshot(tasks, task_definitions, lambda t: fewshot_of(t, num_fewshot))
-    shots = [t for t in tasks if t in local_suite.TASKS and fewshot_of(t, num_fewshot)]
-    if shots:
-        raise ConfigError(f"eval.num_fewshot gives {shots[0]!r} {fewshot_of(shots[0], num_fewshot)} shots: the "
-                          "pinned files hold its evaluation split only, no exemplars (0 shots, the paper's setting)")
-    if limit is not None and set(tasks) & set(local_mmlu.TASKS):
-        raise ConfigError(f"eval.limit = {limit} would score the first questions of the local MMLU sample, a few "
-                          "subjects only: set benchmarks.mmlu.size instead")
-    from .shared_prefix import sharing_contexts
-
+    _check_tasks(tasks, limit, num_fewshot, task_definitions)
     interventions = list(interventions)
     # in a resuming job, the units of requests a stopped run finished (.resume_requests)
     partial = None if lm_class is not None else section(
         "evaluate", tasks, interventions, batch_size, max_length, limit, sorted(chat_tasks), num_fewshot,
         add_bos_token, fewshot_as_multiturn, task_definitions, shared_prefix)
-    lm_class = encoding_once(lm_class or (sharing_contexts(HFLM) if shared_prefix else HFLM))
-    lm = (keeping_finished(lm_class) if partial is not None else lm_class)(
-        pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=max_length,
-        add_bos_token=add_bos_token, softmax_dtype=torch.float32)
-    if partial is not None:
-        lm.partial = partial
+    lm = _lm(model, tokenizer, lm_class, shared_prefix, partial, batch_size=batch_size, max_length=max_length,
+             add_bos_token=add_bos_token)
     settings = {"add_bos_token": starts_with_bos(lm, tokenizer), "max_length": int(lm.max_length),
                 "fewshot_as_multiturn": fewshot_as_multiturn, "task_definitions": task_definitions}
     groups: dict[tuple[bool, int], list[str]] = {}
@@ -172,12 +197,7 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
             res = simple_evaluate(model=lm, tasks=resolved, task_manager=manager, limit=limit, bootstrap_iters=0,
                                   log_samples=items, apply_chat_template=chat, num_fewshot=shots,
                                   fewshot_as_multiturn=fewshot_as_multiturn, verbosity="WARNING")
-            out.versions.update(res.get("versions", {}))
-            for task, metrics in res["results"].items():
-                if isinstance(metrics.get("sample_len"), int):
-                    out.sizes[task] = metrics["sample_len"]
-                out[task] = {_metric_key(k): float(v) for k, v in metrics.items()
-                             if "stderr" not in k and k not in ("alias", "sample_len") and isinstance(v, (int, float))}
+            _add_results(out, res)
             if items:
                 answers += [item_rows(task, samples) for task, samples in res["samples"].items()]
     if items:

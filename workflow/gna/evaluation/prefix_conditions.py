@@ -68,119 +68,128 @@ def _takes_logits_to_keep(model: nn.Module) -> bool:
     return "logits_to_keep" in inspect.signature(model.forward).parameters
 
 
+class RecordingConditions:
+    """The recording LM's own methods (:func:`recording` mixes them in before
+    :class:`.context_conditions.SharedContextConditions` and lm-eval's ``HFLM``): every condition's
+    answers per request, lm-eval answered with the first condition's."""
+
+    conditions: list[list[dict]] = []
+    answers: list[dict] = []
+    last_answers: list[list] = []
+    partial = None   # a resuming job's section (gna.resume): each shared batch's answers kept
+
+    def loglikelihood(self, requests, disable_tqdm: bool = False):
+        first = super().loglikelihood(requests, disable_tqdm=disable_tqdm)   # lm-eval's order
+        for store, got in zip(self.answers, self.last_answers):
+            store.update({request_key("loglikelihood", r): a for r, a in zip(requests, got)})
+        return first
+
+    def generate_until(self, requests, disable_tqdm: bool = False):
+        return self._each_condition("generate_until", requests, disable_tqdm)
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
+        return self._each_condition("loglikelihood_rolling", requests, disable_tqdm)
+
+    def _each_condition(self, kind: str, requests, disable_tqdm: bool):
+        """Generation and rolling log-likelihoods: lm-eval's own, each condition applied in turn
+        (nothing shared: a generated token depends on every layer)."""
+        out = []
+        for condition, store in zip(self.conditions, self.answers):
+            with applied(self.model, condition):
+                got = getattr(super(), kind)(requests, disable_tqdm=disable_tqdm)
+            store.update({request_key(kind, r): g for r, g in zip(requests, got)})
+            out.append(got)
+        return out[0]
+
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs=None):
+        if self.backend != "causal" or self.batch_size == "auto":
+            raise NotShared(f"backend {self.backend}, batch size {self.batch_size}")
+        n = adapter_for(self.model).describe().n_layers
+        starts = [first_changed_layer(c, n) for c in self.conditions]
+        if hasattr(self, "_score_context") and shareable(self.model):
+            # each context run once: the shapes of each condition's own evaluation (.context_conditions)
+            self.last_answers = self._context_shared_answers(requests, starts)
+        else:
+            self.last_answers = self._shared_answers(requests, list(range(len(self.conditions))), starts)
+        return self.last_answers[0]
+
+    def _shared_answers(self, requests, conditions: list[int], starts: list[int]) -> list[list]:
+        """Per condition of ``conditions`` (indices), the (log-prob, greedy) of each request, from
+        one shared forward per batch of lm-eval's."""
+        from lm_eval.models.utils import Collator   # lm-eval only where an evaluation runs
+        from lm_eval.models.utils_hf import pad_and_concat
+
+        # lm-eval's own ordering and grouping (HFLM._loglikelihood_tokens), so its batches
+        re_ord = Collator(requests, sort_fn=lambda r: (-len(r[1] + r[2]), tuple(r[1] + r[2])),
+                          group_by="contexts" if self.logits_cache else None,
+                          group_fn=lambda r: r[-2] + r[-1][:-1])
+        res: list[list] = [[] for _ in conditions]
+        for chunk in re_ord.get_batched(n=self.batch_size, batch_fn=None):
+            inps, spans = [], []
+            for _, context_enc, continuation_enc in chunk:
+                inp = (context_enc + continuation_enc)[-(self.max_length + 1):][:-1]
+                inps.append(torch.tensor(inp, dtype=torch.long, device=self.device))
+                spans.append((len(inp) - len(continuation_enc), len(inp)))
+            width = max(len(i) for i in inps)
+            batched = pad_and_concat(width, inps, padding_side="right")   # (batch, width)
+            # the requests each row answers (several: one-token continuations of one context)
+            members = [list(re_ord.get_cache(req_str=r, cxt_toks=ctx, cont_toks=cont,
+                                             logits=torch.zeros(1, 1, 1)))
+                       for r, ctx, cont in chunk]
+            chosen = [self.conditions[c] for c in conditions]
+            # a stopped job's finished batch (the same batches: lm-eval's order, fixed by the requests)
+            at = [starts[c] for c in conditions]
+            tokens = [[list(cont) for _, cont, _ in m] for m in members]
+            got = self._kept(["shared batch", chosen, at, batched, tokens],
+                             lambda: self._batch_answers(batched, spans, members, chosen, at))
+            for c, answers in enumerate(got):
+                res[c] += answers
+        return [re_ord.get_original(r) for r in res]
+
+    def _batch_answers(self, batched: torch.Tensor, spans, members, chosen, starts) -> list[list]:
+        """Per condition of ``chosen`` (starting at ``starts``), the (log-prob, greedy) of each request
+        ``members`` serves, in order, from one shared forward of ``batched`` (batch, width)."""
+        positions = sorted({p for a, b in spans for p in range(a, b)})
+        at = {p: k for k, p in enumerate(positions)}
+        out: list[list] = [[] for _ in chosen]
+        for c, rows in enumerate(self._condition_logprobs(batched, positions, chosen, starts)):
+            for (a, b), row, served in zip(spans, rows, members):
+                lp = row[[at[p] for p in range(a, b)]].unsqueeze(0)   # (1, cont, vocab)
+                greedy_tokens = lp.argmax(dim=-1)
+                for _, cont_toks, _ in served:
+                    cont = torch.tensor(cont_toks, dtype=torch.long, device=lp.device).unsqueeze(0)
+                    # as lm-eval: greedy over the trailing tokens, log-prob gathered from the front
+                    greedy = bool((greedy_tokens[:, -cont.shape[1]:] == cont).all())
+                    out[c].append((float(torch.gather(lp, 2, cont.unsqueeze(-1)).sum()), greedy))
+        return out
+
+    @torch.no_grad()
+    def _condition_logprobs(self, inps: torch.Tensor, positions: list[int], conditions: list[list[dict]],
+                            starts: list[int]):
+        """Per condition, the float32 log-probs at ``positions`` of each row of ``inps`` (batch,
+        width), (batch, len(positions), vocab)."""
+        kept = residuals_leaving(self.model, inps, starts)
+        keep = torch.tensor(positions, dtype=torch.long, device=inps.device)
+        for condition, start in zip(conditions, starts):
+            with ExitStack() as stack:
+                stack.enter_context(starting_at(self.model, start, kept.get(start)))
+                stack.enter_context(applied(self.model, condition))
+                if _takes_logits_to_keep(self.model):
+                    logits = self.model(inps, logits_to_keep=keep).logits       # (batch, positions, vocab)
+                else:
+                    logits = self.model(inps).logits[:, positions]
+            yield F.log_softmax(logits, dim=-1, dtype=self.softmax_dtype or torch.float32)
+
+
 @functools.cache
 def recording(base: type) -> type:
     """``base`` (lm-eval's ``HFLM``) computing, per request, every condition of ``conditions``
     (lists of interventions) into ``answers`` ([{:func:`request_key`: the answer}], one per
     condition), and answering lm-eval with the first condition's; both class attributes of a
     subclass. ``last_answers``: per condition, the answers of the last token-level call, in order."""
-    from lm_eval.models.utils import Collator
-    from lm_eval.models.utils_hf import pad_and_concat
 
-    class Recording(SharedContextConditions, base):
-        conditions: list[list[dict]] = []
-        answers: list[dict] = []
-        last_answers: list[list] = []
-        partial = None   # a resuming job's section (gna.resume): each shared batch's answers kept
-
-        def loglikelihood(self, requests, disable_tqdm: bool = False):
-            first = super().loglikelihood(requests, disable_tqdm=disable_tqdm)   # lm-eval's order
-            for store, got in zip(self.answers, self.last_answers):
-                store.update({request_key("loglikelihood", r): a for r, a in zip(requests, got)})
-            return first
-
-        def generate_until(self, requests, disable_tqdm: bool = False):
-            return self._each_condition("generate_until", requests, disable_tqdm)
-
-        def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
-            return self._each_condition("loglikelihood_rolling", requests, disable_tqdm)
-
-        def _each_condition(self, kind: str, requests, disable_tqdm: bool):
-            """Generation and rolling log-likelihoods: lm-eval's own, each condition applied in turn
-            (nothing shared: a generated token depends on every layer)."""
-            out = []
-            for condition, store in zip(self.conditions, self.answers):
-                with applied(self.model, condition):
-                    got = getattr(super(), kind)(requests, disable_tqdm=disable_tqdm)
-                store.update({request_key(kind, r): g for r, g in zip(requests, got)})
-                out.append(got)
-            return out[0]
-
-        def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs=None):
-            if self.backend != "causal" or self.batch_size == "auto":
-                raise NotShared(f"backend {self.backend}, batch size {self.batch_size}")
-            n = adapter_for(self.model).describe().n_layers
-            starts = [first_changed_layer(c, n) for c in self.conditions]
-            if hasattr(self, "_score_context") and shareable(self.model):
-                # each context run once: the shapes of each condition's own evaluation (.context_conditions)
-                self.last_answers = self._context_shared_answers(requests, starts)
-            else:
-                self.last_answers = self._shared_answers(requests, list(range(len(self.conditions))), starts)
-            return self.last_answers[0]
-
-        def _shared_answers(self, requests, conditions: list[int], starts: list[int]) -> list[list]:
-            """Per condition of ``conditions`` (indices), the (log-prob, greedy) of each request, from
-            one shared forward per batch of lm-eval's."""
-            # lm-eval's own ordering and grouping (HFLM._loglikelihood_tokens), so its batches
-            re_ord = Collator(requests, sort_fn=lambda r: (-len(r[1] + r[2]), tuple(r[1] + r[2])),
-                              group_by="contexts" if self.logits_cache else None,
-                              group_fn=lambda r: r[-2] + r[-1][:-1])
-            res: list[list] = [[] for _ in conditions]
-            for chunk in re_ord.get_batched(n=self.batch_size, batch_fn=None):
-                inps, spans = [], []
-                for _, context_enc, continuation_enc in chunk:
-                    inp = (context_enc + continuation_enc)[-(self.max_length + 1):][:-1]
-                    inps.append(torch.tensor(inp, dtype=torch.long, device=self.device))
-                    spans.append((len(inp) - len(continuation_enc), len(inp)))
-                width = max(len(i) for i in inps)
-                batched = pad_and_concat(width, inps, padding_side="right")   # (batch, width)
-                # the requests each row answers (several: one-token continuations of one context)
-                members = [list(re_ord.get_cache(req_str=r, cxt_toks=ctx, cont_toks=cont,
-                                                 logits=torch.zeros(1, 1, 1)))
-                           for r, ctx, cont in chunk]
-                chosen = [self.conditions[c] for c in conditions]
-                # a stopped job's finished batch (the same batches: lm-eval's order, fixed by the requests)
-                at = [starts[c] for c in conditions]
-                tokens = [[list(cont) for _, cont, _ in m] for m in members]
-                got = self._kept(["shared batch", chosen, at, batched, tokens],
-                                 lambda: self._batch_answers(batched, spans, members, chosen, at))
-                for c, answers in enumerate(got):
-                    res[c] += answers
-            return [re_ord.get_original(r) for r in res]
-
-        def _batch_answers(self, batched: torch.Tensor, spans, members, chosen, starts) -> list[list]:
-            """Per condition of ``chosen`` (starting at ``starts``), the (log-prob, greedy) of each request
-            ``members`` serves, in order, from one shared forward of ``batched`` (batch, width)."""
-            positions = sorted({p for a, b in spans for p in range(a, b)})
-            at = {p: k for k, p in enumerate(positions)}
-            out: list[list] = [[] for _ in chosen]
-            for c, rows in enumerate(self._condition_logprobs(batched, positions, chosen, starts)):
-                for (a, b), row, served in zip(spans, rows, members):
-                    lp = row[[at[p] for p in range(a, b)]].unsqueeze(0)   # (1, cont, vocab)
-                    greedy_tokens = lp.argmax(dim=-1)
-                    for _, cont_toks, _ in served:
-                        cont = torch.tensor(cont_toks, dtype=torch.long, device=lp.device).unsqueeze(0)
-                        # as lm-eval: greedy over the trailing tokens, log-prob gathered from the front
-                        greedy = bool((greedy_tokens[:, -cont.shape[1]:] == cont).all())
-                        out[c].append((float(torch.gather(lp, 2, cont.unsqueeze(-1)).sum()), greedy))
-            return out
-
-        @torch.no_grad()
-        def _condition_logprobs(self, inps: torch.Tensor, positions: list[int], conditions: list[list[dict]],
-                                starts: list[int]):
-            """Per condition, the float32 log-probs at ``positions`` of each row of ``inps`` (batch,
-            width), (batch, len(positions), vocab)."""
-            kept = residuals_leaving(self.model, inps, starts)
-            keep = torch.tensor(positions, dtype=torch.long, device=inps.device)
-            for condition, start in zip(conditions, starts):
-                with ExitStack() as stack:
-                    stack.enter_context(starting_at(self.model, start, kept.get(start)))
-                    stack.enter_context(applied(self.model, condition))
-                    if _takes_logits_to_keep(self.model):
-                        logits = self.model(inps, logits_to_keep=keep).logits       # (batch, positions, vocab)
-                    else:
-                        logits = self.model(inps).logits[:, positions]
-                yield F.log_softmax(logits, dim=-1, dtype=self.softmax_dtype or torch.float32)
+    class Recording(RecordingConditions, SharedContextConditions, base):
+        pass
 
     Recording.__qualname__ = Recording.__name__ = f"Recording{base.__name__}"
     return Recording

@@ -24,10 +24,10 @@ import pandas as pd
 
 from ..evaluation.binomial import Z95, accuracy_interval
 from ..evaluation.local_suite import KNOWLEDGE, SUFFIX
+from ..probes.kv import is_probe_task, parse_probe_task, probe_task_name
 
 # Metrics that are a mean of 0/1 per question: their rows carry n and a binomial interval.
 BINARY = ("acc", "acc_norm", "exact_match")
-KV_PREFIX = "kv_n"
 SUBTASK = "::"  # lm-eval's name of a group's subtask in a job's rows: "<group>::<subtask>"
 # Chance of each task's 0/1 metric: 1 / its choices (ARC holds a few 3- and 5-choice questions: 4 stands
 # for them); an open answer (LAMBADA's word, GSM8K's number, BBH's text) has none worth a number.
@@ -39,11 +39,6 @@ KNOWLEDGE_TASKS = tuple(t + SUFFIX for t in KNOWLEDGE)
 # the two knowledge means: (row name, metric, tasks)
 MEANS = (("knowledge_mean", "acc", KNOWLEDGE_TASKS),
          ("knowledge_mean", "acc_norm", tuple(t for t in KNOWLEDGE_TASKS if t != "winogrande" + SUFFIX)))
-
-
-def kv_task(n_pairs: int) -> str:
-    """The task name of the KV probe of ``n_pairs`` pairs in these jobs."""
-    return f"{KV_PREFIX}{n_pairs}"
 
 
 def suite_size(config: dict, own: dict) -> int | dict | None:
@@ -69,7 +64,7 @@ def sources(config: dict, own: dict, mmlu_task: str, n_pairs: int | None) -> dic
     if own["mmlu"]:
         tasks[mmlu_task] = "mmlu"
     if n_pairs is not None:
-        tasks[kv_task(n_pairs)] = "kv"
+        tasks[probe_task_name(n_pairs)] = "kv"   # one probe set per job: no seed in the name
     return tasks
 
 
@@ -91,8 +86,8 @@ def sizes_note(config: dict, task_sources: dict[str, str], n_pairs: int | None, 
 
 def chance(task: str) -> float:
     """The chance level of ``task``'s 0/1 metric (NaN where none is known: a BBH subtask's varies)."""
-    if task.startswith(KV_PREFIX):
-        return 1 / int(task[len(KV_PREFIX):])   # one of the prompt's n values
+    if is_probe_task(task):
+        return 1 / parse_probe_task(task)[0]   # one of the prompt's n values
     return CHANCE.get(task, CHANCE.get(task.removesuffix(SUFFIX), math.nan))
 
 

@@ -9,7 +9,7 @@ from ..evaluation.prefix_conditions import evaluate_conditions
 from ..interventions.vocabulary import label
 from ..io import write_csv
 from ..models import load_model
-from ..probes.kv import lm_eval_task_config
+from ..probes.kv import parse_probe_task, probe_suite
 from ..jobs.script_job import config_hash, provenance
 
 
@@ -22,8 +22,9 @@ def evaluation_rows(spec: dict, tasks: list[str], interventions: list[dict], eva
     and ``chat_tasks``, as the workflow's ``eval_params`` passes them (with ``local_mmlu_dir`` and
     ``local_suite_dir``, the folders of the local MMLU tasks and of the pinned benchmarks' tasks, where
     the study evaluates them), and where a job scores KV probe sets beside its tasks, ``kv_probes`` (task
-    name -> probe file; the tasks name them). ``model``: an already loaded ``(model, tokenizer)``; ``suite``: tasks
-    beyond the config's. ``answers``: a list to which the condition's per-question answers are appended
+    name, as :func:`gna.probes.kv.probe_task_name` gives it -> probe file; the tasks name them).
+    ``model``: an already loaded ``(model, tokenizer)``; ``suite``: tasks beyond the config's.
+    ``answers``: a list to which the condition's per-question answers are appended
     (:mod:`gna.evaluation.items`' table, with ``fields`` and the intervention in front), for
     :func:`write_answers`."""
     return condition_rows(spec, tasks, [interventions], eval_cfg, micro_data, [fields], model=model, suite=suite,
@@ -43,8 +44,8 @@ def condition_rows(spec: dict, tasks: list[str], conditions: list[list[dict]], e
         model, tokenizer = model
     # KV probe sets scored beside the tasks (``kv_probes``: task name -> probe file), encoded with the
     # model's tokenizer: a probe whose values it makes prefixes of each other is refused before lm-eval runs
-    kv = {name: lm_eval_task_config(path, name, tokenizer=tokenizer)
-          for name, path in (eval_cfg.get("kv_probes") or {}).items()}
+    kv = probe_suite([(*parse_probe_task(name), path) for name, path in (eval_cfg.get("kv_probes") or {}).items()],
+                     tokenizer=tokenizer)
     suite = suite or TaskSuite(micro_data, extra=kv, local_mmlu_dir=eval_cfg.get("local_mmlu_dir"),
                                local_suite_dir=eval_cfg.get("local_suite_dir"))
     settings = dict(batch_size=eval_cfg["batch_size"], max_length=eval_cfg["max_length"],

@@ -7,7 +7,7 @@ would be the unmodified model again). Qwen2.5-Coder-1.5B's 336 heads give k = 3,
 SmolLM2-135M's 270 give 3, 5, 8.
 
 The control (``kv_control``): each removal is also scored on the KV probe, on other prompts than
-the ranking was made on (:func:`kv_task`), so that a table whose other columns do not move can say
+the ranking was made on (:func:`gna.probes.kv.probe_task_name`), so that a table whose other columns do not move can say
 whether the removal hurt what the heads were ranked for.
 
 One concept at three layers: this module sizes the removal and names its control, :mod:`gna.report.heads`
@@ -18,10 +18,6 @@ from __future__ import annotations
 import math
 
 from ..errors import ConfigError
-
-KV_TASK = "kv_n{n_pairs}_s{seed}"
-"""The lm-eval task name of a KV probe set in an evaluation job (as Fig. 4's)."""
-
 
 def k_of_share(share: float, heads: int) -> int:
     """Heads a removal of ``share`` of ``heads`` takes: the nearest whole number (halves up), at least 1
@@ -42,6 +38,3 @@ def k_list(shares: list[float], heads: int | None, model: str) -> list[int]:
                           "read it from (give k instead)")
     return list(dict.fromkeys(k_of_share(s, heads) for s in shares))
 
-
-def kv_task(n_pairs: int, seed: int) -> str:
-    return KV_TASK.format(n_pairs=n_pairs, seed=seed)

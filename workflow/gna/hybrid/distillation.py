@@ -134,6 +134,32 @@ def _load(path: Path, student, opt, sched) -> dict:
 
 # --------------------------------------------------------------------------------- the loop
 
+def _trainable_names(student: nn.Module, stage: int, trainable) -> list[str]:
+    """The names of the parameters the stage trains: ``trainable(name)``'s, else the stage's own set."""
+    if trainable is None:
+        pats = [re.compile(p) for p in DEFAULT_TRAINABLE[stage]]
+        trainable = lambda name: any(p.search(name) for p in pats)  # noqa: E731
+    names = [n for n, _ in student.named_parameters() if trainable(n)]
+    if not names:
+        raise ConfigError(f"stage {stage}: no trainable parameters in {type(student).__name__}")
+    return names
+
+
+def _fingerprint(settings: dict, schedule: dict | None, no_decay, steps: int, dtype) -> dict:
+    """What a checkpoint must have been written with to be resumed: ``settings``, and the schedule, the
+    parameters kept from decay and fp32 master weights only where set, so that checkpoints of runs
+    without them stay resumable."""
+    fingerprint = dict(settings)
+    if schedule is not None:
+        check_schedule(schedule, steps)
+        fingerprint["schedule"] = schedule
+    if no_decay:
+        fingerprint["no_decay"] = no_decay
+    if dtype in LOW_PRECISION:  # its checkpoints hold fp32 masters, not bf16 weights
+        fingerprint["master_weights"] = "float32"
+    return fingerprint
+
+
 def distill(teacher: nn.Module, student: nn.Module, stage: int, data_iter, steps: int, lr: float, out_dir,
             resume: bool = True, *, max_tokens: float | None = None, seed: int = 0, save_every: int = 50,
             keep: int = 2, trainable: Callable[[str], bool] | None = None, grad_clip: float | None = 1.0,
@@ -176,24 +202,12 @@ def distill(teacher: nn.Module, student: nn.Module, stage: int, data_iter, steps
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ConfigError(f"{name} must be a positive integer or None, got {value!r}")
     out_dir = Path(out_dir)
-    if trainable is None:
-        pats = [re.compile(p) for p in DEFAULT_TRAINABLE[stage]]
-        trainable = lambda name: any(p.search(name) for p in pats)  # noqa: E731
-    names = [n for n, _ in student.named_parameters() if trainable(n)]
-    if not names:
-        raise ConfigError(f"stage {stage}: no trainable parameters in {type(student).__name__}")
-    fingerprint = dict(stage=stage, lr=lr, seed=seed, weight_decay=weight_decay, grad_clip=grad_clip,
-                       warmup=warmup, n_trainable=len(names))
-    if schedule is not None:  # only when set: checkpoints of runs without one stay resumable
-        schedule = dict(schedule)
-        check_schedule(schedule, steps)
-        fingerprint["schedule"] = schedule
-    if no_decay:
-        no_decay = list(no_decay)
-        fingerprint["no_decay"] = no_decay
+    names = _trainable_names(student, stage, trainable)
+    schedule = None if schedule is None else dict(schedule)
+    no_decay = list(no_decay) if no_decay else no_decay
     dtype = compute_dtype(student)
-    if dtype in LOW_PRECISION:  # its checkpoints hold fp32 masters, not bf16 weights
-        fingerprint["master_weights"] = "float32"
+    fingerprint = _fingerprint(dict(stage=stage, lr=lr, seed=seed, weight_decay=weight_decay, grad_clip=grad_clip,
+                                    warmup=warmup, n_trainable=len(names)), schedule, no_decay, steps, dtype)
     world = current()
     shard = sharding.wants_sharding(sharding_mode, world)
     with _training(student, set(names)), master_weights(student) as autocast:
@@ -225,28 +239,30 @@ def _training(student: nn.Module, names: set[str]):
         student.train(was_training)
 
 
-def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tokens, seed, save_every, keep,
-         grad_clip, weight_decay, warmup, fingerprint, memory, schedule=None, no_decay=(), autocast=nullcontext) -> dict:
-    params = [p for p in student.parameters() if p.requires_grad]
+def _optimizer(student, lr, weight_decay, no_decay, warmup, steps, schedule):
+    """AdamW over ``student``'s trained parameters and its schedule: a linear warmup over ``warmup`` steps,
+    or ``schedule`` (:func:`lr_factor`)."""
     opt = torch.optim.AdamW(param_groups(student, weight_decay, no_decay), lr=lr, betas=(0.9, 0.95),
                             weight_decay=weight_decay)
     if schedule is None:
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
     else:
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, steps, lr, schedule))
+    return opt, sched
 
-    def budget_left() -> bool:
-        return state["step"] < steps and (max_tokens is None or state["tokens"] < max_tokens)
 
-    world = current()  # one rank, or this rank of a data-parallel or sharded stage
-    sharded = sharding.is_sharded(student)
-    if world.size > 1 and isinstance(data_iter, (list, tuple)):  # a sized stream: a partial last batch is
-        for batch in data_iter:                                    # refused before the first step
-            world.rows((batch if isinstance(batch, torch.Tensor) else batch["input_ids"]).shape[0])
+def _budget_left(state: dict, steps: int, max_tokens) -> bool:
+    return state["step"] < steps and (max_tokens is None or state["tokens"] < max_tokens)
+
+
+def _start(out_dir, resume: bool, student, opt, sched, fingerprint, seed: int, steps: int, max_tokens, world) -> dict:
+    """The run's state: the last checkpoint's where ``resume`` finds one written with ``fingerprint``,
+    else a fresh one (the folder's checkpoints removed, the seed set). A save killed mid-write is
+    removed either way (never a checkpoint)."""
     state = dict(fingerprint=fingerprint, step=0, tokens=0, losses=[], done=False, resumed_from=0)
     found = _checkpoints(out_dir) if out_dir.is_dir() else []
     with world.main_only() as main:
-        for stale in out_dir.glob(".step-*.tmp") if main else ():  # a save killed mid-write (never a checkpoint)
+        for stale in out_dir.glob(".step-*.tmp") if main else ():
             shutil.rmtree(stale, ignore_errors=True)
     if found and resume:
         state = _load(found[-1][1], student, opt, sched)
@@ -254,7 +270,7 @@ def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tok
             raise ConfigError(f"{found[-1][1]} was written with {state['fingerprint']}, this run is {fingerprint}: "
                               "delete the folder or pass resume=False")
         state["resumed_from"] = state["step"]
-        state["done"] = not budget_left()  # a finished run asked for more steps goes on
+        state["done"] = not _budget_left(state, steps, max_tokens)  # a finished run asked for more steps goes on
     else:
         with world.main_only() as main:
             for _, old in found if main else ():
@@ -262,6 +278,39 @@ def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tok
         torch.manual_seed(seed)
     # every attempt's world size, kept in the checkpoints: a stage resumed on another number of ranks says so
     state.setdefault("attempts", []).append({"ranks": world.size, "from_step": state["step"]})
+    return state
+
+
+def _step(teacher, student, stage, batch, opt, sched, params, world, sharded: bool, grad_clip, memory,
+          autocast) -> tuple[float, int]:
+    """One optimizer step on ``batch`` (this rank's rows) -> (the loss summed over the ranks, the tokens
+    of the whole batch)."""
+    ids, am = batch_on(batch, next(student.parameters()).device)
+    whole = world.batch_size(ids, am)
+    opt.zero_grad(set_to_none=True)
+    with autocast():  # bf16 compute for a bf16 student (fp32 masters: see gna.hybrid.precision)
+        loss = STAGE_LOSSES[stage](teacher, student, ids, am, whole=whole, **memory)
+    if sharded:  # FSDP reduce-scattered them (the ranks' mean) in the micro-batches' backward
+        sharding.undo_average(params, world)
+    else:
+        world.reduce_gradients(params)
+    if grad_clip:
+        torch.nn.utils.clip_grad_norm_(params, grad_clip)
+    opt.step()
+    sched.step()
+    return world.sum(float(loss))[0], int(whole[1])
+
+
+def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tokens, seed, save_every, keep,
+         grad_clip, weight_decay, warmup, fingerprint, memory, schedule=None, no_decay=(), autocast=nullcontext) -> dict:
+    params = [p for p in student.parameters() if p.requires_grad]
+    opt, sched = _optimizer(student, lr, weight_decay, no_decay, warmup, steps, schedule)
+    world = current()  # one rank, or this rank of a data-parallel or sharded stage
+    sharded = sharding.is_sharded(student)
+    if world.size > 1 and isinstance(data_iter, (list, tuple)):  # a sized stream: a partial last batch is
+        for batch in data_iter:                                    # refused before the first step
+            world.rows((batch if isinstance(batch, torch.Tensor) else batch["input_ids"]).shape[0])
+    state = _start(out_dir, resume, student, opt, sched, fingerprint, seed, steps, max_tokens, world)
     if not sharded:  # a sharded student was made equal on every rank before sharding
         world.broadcast(student)
 
@@ -271,29 +320,18 @@ def _run(teacher, student, stage, data_iter, steps, lr, out_dir, resume, max_tok
         for _ in range(state["step"]):
             next(batches)
     teacher.eval()
-    while budget_left():
+    while _budget_left(state, steps, max_tokens):
         try:
             batch = data_iter(state["step"]) if batches is None else next(batches)
         except StopIteration:
             break
-        ids, am = batch_on(batch, next(student.parameters()).device)
-        whole = world.batch_size(ids, am)
-        opt.zero_grad(set_to_none=True)
-        with autocast():  # bf16 compute for a bf16 student (fp32 masters: see gna.hybrid.precision)
-            loss = STAGE_LOSSES[stage](teacher, student, ids, am, whole=whole, **memory)
-        if sharded:  # FSDP reduce-scattered them (the ranks' mean) in the micro-batches' backward
-            sharding.undo_average(params, world)
-        else:
-            world.reduce_gradients(params)
-        if grad_clip:
-            torch.nn.utils.clip_grad_norm_(params, grad_clip)
-        opt.step()
-        sched.step()
+        loss, tokens = _step(teacher, student, stage, batch, opt, sched, params, world, sharded, grad_clip, memory,
+                             autocast)
         state["step"] += 1
-        state["tokens"] += int(whole[1])
-        state["losses"].append(world.sum(float(loss))[0])
-        if state["step"] % save_every == 0 or not budget_left():
-            state["done"] = not budget_left()
+        state["tokens"] += tokens
+        state["losses"].append(loss)
+        if state["step"] % save_every == 0 or not _budget_left(state, steps, max_tokens):
+            state["done"] = not _budget_left(state, steps, max_tokens)
             _save(out_dir, state["step"], student, opt, sched, state, keep, world)
     if not state["done"]:  # the data ran out: the run is over all the same
         state["done"] = True

@@ -9,6 +9,7 @@ import math
 from ..evaluation import local_mmlu
 from ..hybrid.study.stage_ranks import stage_world
 from ..hybrid.study.variants import parse_variant
+from ..probes.kv import is_probe_task, parse_probe_task
 from . import estimate as E
 from .estimate import GB, Estimate
 from .ranks import training_estimate
@@ -125,13 +126,13 @@ def mmlu_sample(s, wc: dict) -> Estimate:
 
 
 def baseline_task(s, wc: dict) -> Estimate:
-    """One unmodified model on one task (rule baseline): a KV probe (``kv_n<pairs>``) of kv_probe.n_examples
-    prompts, a local MMLU format over its sample (benchmarks.mmlu.size), or a local suite task over its
-    sample (experiments.baselines.size where set, else benchmarks.suite.size: one number or that task's
-    entry)."""
+    """One unmodified model on one task (rule baseline): a KV probe (``kv_n<pairs>``,
+    :func:`gna.probes.kv.probe_task_name`) of kv_probe.n_examples prompts, a local MMLU format over its
+    sample (benchmarks.mmlu.size), or a local suite task over its sample (experiments.baselines.size
+    where set, else benchmarks.suite.size: one number or that task's entry)."""
     info, task = s.info(wc["model"]), wc["task"]
-    if task.startswith("kv_n"):
-        secs, peak = E.probe_scoring(s.hw, info, int(s.config["kv_probe"]["n_examples"]), [int(task[4:])],
+    if is_probe_task(task):
+        secs, peak = E.probe_scoring(s.hw, info, int(s.config["kv_probe"]["n_examples"]), [parse_probe_task(task)[0]],
                                      int(s.eval["batch_size"]))
         return E.loaded(s.hw, info, secs, peak)
     secs, peak = E.eval_tasks(s.hw, info, [task], s.baseline_eval)   # its sample: the baselines' task limits

@@ -7,8 +7,8 @@ micro study) does not pay torch's import (about a second each).
 from importlib import import_module
 
 _FROM = {
-    "kv": ("SWEEP_N", "english_words", "generate_kv_probe", "lm_eval_task_config", "read_jsonl", "sweep",
-           "sweep_seed", "write_jsonl"),
+    "kv": ("SWEEP_N", "english_words", "generate_kv_probe", "lm_eval_task_config", "parse_probe_task", "probe_suite",
+           "probe_task_name", "read_jsonl", "sweep", "sweep_seed", "write_jsonl"),
     "encoded": ("EncodedProbe",),
     "scoring": ("ProbeBatch", "ProbeScore", "batch_choice_logprobs", "encode",
                 "examples_per_batch", "iter_batches", "score"),

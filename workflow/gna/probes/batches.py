@@ -21,7 +21,7 @@ a branch.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 import torch
@@ -80,75 +80,100 @@ def examples_per_batch(encoded: EncodedProbe, batch_size: int) -> int:
     return batch_size if encoded.one_row or encoded.packed else max(1, batch_size // encoded.n_choices)
 
 
+@dataclass
+class _Rows:
+    """A batch's rows as they are laid out: the token rows, each scored position (its row, its position),
+    each choice token's scored position (``t_idx``), the token and its (example, choice) slot, each
+    row's example, and the packed rows' trees."""
+    rows: list = field(default_factory=list)
+    s_rows: list = field(default_factory=list)
+    s_pos: list = field(default_factory=list)
+    t_idx: list = field(default_factory=list)
+    t_tok: list = field(default_factory=list)
+    t_slot: list = field(default_factory=list)
+    row_ex: list = field(default_factory=list)
+    trees: list = field(default_factory=list)   # packed rows: (positions, branch token -> the token it follows)
+
+
+def _packed(out: _Rows, e: int, C: int, prompt: list[int], conts: list[list[int]]) -> None:
+    """Example ``e`` as one row: the prompt, then its choices' tokens as a tree."""
+    r, seen = len(out.rows), {}
+    row, positions, follows, node = _tree_row(prompt, conts)
+    out.rows.append(row)
+    out.trees.append((positions, follows))
+    for c, cont in enumerate(conts):
+        for j in range(len(cont)):  # the distribution after cont[:j] predicts token j
+            key = node[tuple(cont[:j])]
+            if key not in seen:
+                seen[key] = len(out.s_pos)
+                out.s_rows.append(r)
+                out.s_pos.append(key)
+            out.t_idx.append(seen[key])
+        out.t_tok += cont
+        out.t_slot += [e * C + c] * len(cont)
+
+
+def _one_row(out: _Rows, e: int, C: int, prompt: list[int], conts: list[list[int]]) -> None:
+    """Example ``e`` as one row, prompt + the choices' shared prefix: all choices read off it."""
+    L, prefix = len(prompt), conts[0][:-1]
+    r, p0 = len(out.rows), len(out.s_pos)
+    out.rows.append(prompt + prefix)
+    out.s_rows += [r] * (len(prefix) + 1)
+    out.s_pos += range(L - 1, L + len(prefix))
+    for c, cont in enumerate(conts):  # prefix tokens add to every choice
+        out.t_idx += range(p0, p0 + len(cont))
+        out.t_tok += cont
+        out.t_slot += [e * C + c] * len(cont)
+
+
+def _choice_rows(out: _Rows, e: int, C: int, prompt: list[int], conts: list[list[int]]) -> None:
+    """Example ``e`` as a row per choice, prompt + continuation[:-1]; a choice whose row another's
+    extends reads off that one."""
+    L = len(prompt)
+    tails, seen = [tuple(c[:-1]) for c in conts], {}
+    longest = [t for t in dict.fromkeys(tails) if not any(u != t and u[:len(t)] == t for u in tails)]
+    hosts = {t: len(out.rows) + i for i, t in enumerate(longest)}
+    out.rows += [prompt + list(t) for t in longest]
+    for c, cont in enumerate(conts):  # the first longest row that begins with the choice's own
+        r = hosts[next(u for u in longest if u[:len(tails[c])] == tails[c])]
+        for j in range(len(cont)):   # the distribution at L-1+j predicts the choice's token j
+            key = (r, L - 1 + j)
+            if key not in seen:
+                seen[key] = len(out.s_pos)
+                out.s_rows.append(r)
+                out.s_pos.append(L - 1 + j)
+            out.t_idx.append(seen[key])
+        out.t_tok += cont
+        out.t_slot += [e * C + c] * len(cont)
+
+
 def iter_batches(encoded: EncodedProbe, batch_size: int) -> Iterator[ProbeBatch]:
     """Batches of whole examples, in order. Padding is on the RIGHT on purpose: every supported
     model is causal, so real positions never see the pads and scores are exact for attention
     and SSMs alike. Left padding would run the pads through the SSM recurrence and the conv
     before the prompt and change its state."""
     C, per = encoded.n_choices, examples_per_batch(encoded, batch_size)
+    lay_out = _packed if encoded.packed else _one_row if encoded.one_row else _choice_rows
     for start in range(0, len(encoded), per):
-        rows, s_rows, s_pos, t_idx, t_tok, t_slot, row_ex = [], [], [], [], [], [], []
-        trees = []  # packed rows: (positions, branch token -> the token it follows)
+        out = _Rows()
         ex_idx = list(range(start, min(start + per, len(encoded))))
         for e, n in enumerate(ex_idx):
-            prompt, conts = encoded.prompt_ids[n], encoded.choice_ids[n]
-            L = len(prompt)
-            if encoded.packed:
-                r, seen = len(rows), {}
-                row, positions, follows, node = _tree_row(prompt, conts)
-                rows.append(row)
-                trees.append((positions, follows))
-                for c, cont in enumerate(conts):
-                    for j in range(len(cont)):  # the distribution after cont[:j] predicts token j
-                        key = node[tuple(cont[:j])]
-                        if key not in seen:
-                            seen[key] = len(s_pos)
-                            s_rows.append(r)
-                            s_pos.append(key)
-                        t_idx.append(seen[key])
-                    t_tok += cont
-                    t_slot += [e * C + c] * len(cont)
-            elif encoded.one_row:  # row = prompt + shared prefix; all choices read off it
-                prefix = conts[0][:-1]
-                r, p0 = len(rows), len(s_pos)
-                rows.append(prompt + prefix)
-                s_rows += [r] * (len(prefix) + 1)
-                s_pos += range(L - 1, L + len(prefix))
-                for c, cont in enumerate(conts):  # prefix tokens add to every choice
-                    t_idx += range(p0, p0 + len(cont))
-                    t_tok += cont
-                    t_slot += [e * C + c] * len(cont)
-            else:  # row = prompt + continuation[:-1]; a choice whose row another's extends reads off that one
-                tails, seen = [tuple(c[:-1]) for c in conts], {}
-                longest = [t for t in dict.fromkeys(tails) if not any(u != t and u[:len(t)] == t for u in tails)]
-                hosts = {t: len(rows) + i for i, t in enumerate(longest)}
-                rows += [prompt + list(t) for t in longest]
-                for c, cont in enumerate(conts):  # the first longest row that begins with the choice's own
-                    r = hosts[next(u for u in longest if u[:len(tails[c])] == tails[c])]
-                    for j in range(len(cont)):   # the distribution at L-1+j predicts the choice's token j
-                        key = (r, L - 1 + j)
-                        if key not in seen:
-                            seen[key] = len(s_pos)
-                            s_rows.append(r)
-                            s_pos.append(L - 1 + j)
-                        t_idx.append(seen[key])
-                    t_tok += cont
-                    t_slot += [e * C + c] * len(cont)
-            row_ex += [e] * (len(rows) - len(row_ex))
-        T = max(map(len, rows))
-        input_ids = torch.full((len(rows), T), encoded.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), T), dtype=torch.long)
-        for r, row in enumerate(rows):
+            lay_out(out, e, C, encoded.prompt_ids[n], encoded.choice_ids[n])
+            out.row_ex += [e] * (len(out.rows) - len(out.row_ex))
+        T = max(map(len, out.rows))
+        input_ids = torch.full((len(out.rows), T), encoded.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(out.rows), T), dtype=torch.long)
+        for r, row in enumerate(out.rows):
             input_ids[r, :len(row)] = torch.tensor(row)
             mask[r, :len(row)] = 1
-        pos = torch.tensor(s_pos)
+        pos = torch.tensor(out.s_pos)
         keep = torch.unique(pos)  # sorted
-        tree = _tree_tensors(trees, T) if encoded.packed else {}
+        tree = _tree_tensors(out.trees, T) if encoded.packed else {}
         yield ProbeBatch(input_ids=input_ids, attention_mask=mask, examples=torch.tensor(ex_idx), n_choices=C, **tree,
-                         score_rows=torch.tensor(s_rows), score_pos=pos, keep_pos=keep,
-                         row_example=torch.tensor(row_ex),
-                         score_kept=torch.searchsorted(keep, pos), target_index=torch.tensor(t_idx),
-                         target_token=torch.tensor(t_tok), target_slot=torch.tensor(t_slot))
+                         score_rows=torch.tensor(out.s_rows), score_pos=pos, keep_pos=keep,
+                         row_example=torch.tensor(out.row_ex),
+                         score_kept=torch.searchsorted(keep, pos), target_index=torch.tensor(out.t_idx),
+                         target_token=torch.tensor(out.t_tok), target_slot=torch.tensor(out.t_slot))
 
 
 

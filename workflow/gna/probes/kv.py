@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -194,3 +195,42 @@ def lm_eval_task_config(jsonl_path, task_name: str, tokenizer=None) -> dict:
         "num_fewshot": 0,
         "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}],
     }
+
+
+# An evaluation job's lm-eval task name of a KV probe set: ``kv_n<pairs>_s<seed>`` (Fig. 4, top-k's
+# control: several seeds in one job) or ``kv_n<pairs>`` (the baselines: one probe set per job).
+TASK_PREFIX = "kv_n"
+_TASK_NAME = re.compile(rf"^{TASK_PREFIX}(\d+)(?:_s(\d+))?$")
+
+
+def probe_task_name(n_pairs: int, seed: int | None = None) -> str:
+    """The lm-eval task name of the probe set of ``n_pairs`` pairs drawn with ``seed`` (None: unnamed)."""
+    return f"{TASK_PREFIX}{int(n_pairs)}" + ("" if seed is None else f"_s{int(seed)}")
+
+
+def is_probe_task(name: str) -> bool:
+    """Whether ``name`` is a task name :func:`probe_task_name` gives."""
+    return _TASK_NAME.match(str(name)) is not None
+
+
+def parse_probe_task(name: str) -> tuple[int, int | None]:
+    """``(n_pairs, seed)`` of a name :func:`probe_task_name` gave (seed None where it names none)."""
+    m = _TASK_NAME.match(str(name))
+    if m is None:
+        raise ValueError(f"{name!r} is not a KV probe's task name "
+                         f"({TASK_PREFIX}<pairs> or {TASK_PREFIX}<pairs>_s<seed>)")
+    return int(m[1]), None if m[2] is None else int(m[2])
+
+
+def probe_suite(probes, tokenizer=None) -> dict[str, dict]:
+    """``{task name: lm_eval_task_config(...)}`` of ``probes``, each ``(n_pairs, seed, path)`` (seed None:
+    a ``kv_n<pairs>`` name), in order: the ``extra`` tasks of a :class:`gna.evaluation.lm_eval_bridge.TaskSuite`.
+    With the model's ``tokenizer``, a probe whose values it makes prefixes of each other is refused here,
+    before lm-eval runs."""
+    suite = {}
+    for n_pairs, seed, path in probes:
+        name = probe_task_name(n_pairs, seed)
+        if name in suite:
+            raise ValueError(f"KV probe {name} is given twice")
+        suite[name] = lm_eval_task_config(path, name, tokenizer=tokenizer)
+    return suite

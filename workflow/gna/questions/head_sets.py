@@ -16,7 +16,7 @@ from torch import nn
 from ..errors import HeadIndexError
 from ..interventions import head_mask
 from ..models import adapter_for
-from ..scan.repeated_forwards import margins, repeated_forward_scores  # noqa: F401  margins: this module's API too
+from ..scan.repeated_forwards import item_means, margins, repeated_forward_scores  # noqa: F401  margins: this module's API too
 from ..probes.encoded import EncodedProbe
 from ..probes.scoring import ProbeScore, score
 from .names import Head, set_name  # noqa: F401  (set_name: the tables' names, imported from here too)
@@ -76,7 +76,7 @@ def ablate_sets(model: nn.Module, encoded: EncodedProbe, sets, batch_size: int =
     for i, s in enumerate(sets):
         by_start[min(l for l, _, _ in s)].append(i)
 
-    def intervene(stack, _, start, chunk, x):
+    def intervene(stack, start, chunk, x):
         A, B = len(chunk), x.shape[0] // len(chunk)
         masks: dict = {}
         for a, i in enumerate(chunk):
@@ -92,7 +92,6 @@ def ablate_sets(model: nn.Module, encoded: EncodedProbe, sets, batch_size: int =
     totals, base_row = repeated_forward_scores(model, encoded, by_start, len(sets), intervene, batch_size=batch_size,
                                                max_rows=max_rows, baseline=baseline, record=record)
     n = len(encoded)
-    rows = pd.DataFrame([dict(heads=set_name(s), size=len(s), accuracy=t[0].item() / n,
-                              answer_logprob=t[1].item() / n, margin=t[2].item() / n, discordant=int(t[3].item()),
-                              n_examples=n, **base_row) for s, t in zip(sets, totals)])
+    rows = pd.DataFrame([dict(heads=set_name(s), size=len(s), **item_means(t, n), n_examples=n, **base_row)
+                         for s, t in zip(sets, totals)])
     return (rows, finish()) if outcomes else rows

@@ -39,6 +39,7 @@ from ..interventions import ablate_heads, capture_layer_inputs
 from ..models import adapter_for
 from ..probes.encoded import EncodedProbe
 from ..probes.scoring import ProbeScore, score
+from ..scan.repeated_forwards import item_means
 from .head_sets import recorder, repeated_forward_scores, set_name
 
 
@@ -156,7 +157,7 @@ def path_patch(model: nn.Module, encoded: EncodedProbe, paths, batch_size: int =
             deltas.update({(sd, lr): inputs[lr] - without[lr] for lr in by_layer})
         return deltas, mask
 
-    def intervene(stack, state, layer, chunk, x):
+    def intervene(stack, layer, chunk, x, state):
         deltas, mask = state
         delta = torch.cat([deltas[(paths[i][0], layer)] for i in chunk])  # (A*B, T, d)
         A = len(chunk)
@@ -173,8 +174,7 @@ def path_patch(model: nn.Module, encoded: EncodedProbe, paths, batch_size: int =
     for (s, r), t in zip(paths, totals):
         mixer, _ = _attention(model, r[0], r[2])
         rows.append(dict(sender=set_name([s]), receiver=set_name([r]), target="head", via=via,
-                         components="".join(components), positions=positions, accuracy=t[0].item() / n,
-                         answer_logprob=t[1].item() / n, margin=t[2].item() / n, discordant=int(t[3].item()),
+                         components="".join(components), positions=positions, **item_means(t, n),
                          kv_group=mixer.kv_group or 1, n_examples=n, **base_row))
     rows = pd.DataFrame(rows)
     return (rows, finish()) if outcomes else rows
@@ -198,7 +198,7 @@ def path_to_logits(model: nn.Module, encoded: EncodedProbe, senders, batch_size:
     def prepare(b, inputs):
         return _sender_outputs(model, senders, b)
 
-    def intervene(stack, writes, layer, chunk, x):
+    def intervene(stack, layer, chunk, x, writes):
         delta = torch.cat([writes[senders[i]] for i in chunk])  # (A*B, T, d)
         stack.callback(norm.register_forward_pre_hook(lambda m, args: (args[0] - delta.to(args[0].dtype),)
                                                       + tuple(args[1:])).remove)
@@ -210,8 +210,7 @@ def path_to_logits(model: nn.Module, encoded: EncodedProbe, senders, batch_size:
                                                baseline=baseline, record=record)
     n = len(encoded)
     rows = pd.DataFrame([dict(sender=set_name([s]), receiver="logits", target="logits", via="direct",
-                              components="-", positions="all", accuracy=t[0].item() / n,
-                              answer_logprob=t[1].item() / n, margin=t[2].item() / n, discordant=int(t[3].item()),
+                              components="-", positions="all", **item_means(t, n),
                               kv_group=1, n_examples=n, **base_row) for s, t in zip(senders, totals)])
     return (rows, finish()) if outcomes else rows
 

@@ -165,3 +165,17 @@ def write_data(data: dict, path):
 def read_data(path) -> dict:
     from pathlib import Path
     return json.loads(Path(path).read_text())
+
+
+def scan_files(name: str, model, tokenizer, examples: list[dict], ranking: pd.DataFrame, ga: pd.DataFrame, out_dir,
+               *, top: int, n_prompts: int, probe: str, compare=()) -> list:
+    """``gna scan --html``: explorer.html and patterns.json in ``out_dir`` (this model's data, for another
+    scan's ``--compare``; ``compare``: those scans' directories), the ``top`` heads besides the roles'
+    on the first ``n_prompts`` prompts."""
+    from pathlib import Path
+
+    heads = heads_to_show(ranking, ga, top)
+    prompts = [e["prompt"] for e in examples[:n_prompts]]
+    data = explorer_data(name, ranking, ga, head_patterns(model, tokenizer, prompts, heads), probe)
+    others = [read_data(Path(d) / "patterns.json") for d in compare or ()]
+    return [write([data] + others, Path(out_dir) / "explorer.html"), write_data(data, Path(out_dir) / "patterns.json")]

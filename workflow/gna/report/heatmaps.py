@@ -62,3 +62,12 @@ def make(models: dict, ga_paths: dict[str, str], prompt: str, png, pdf) -> None:
         patterns[name] = head_patterns(model, tok, prompt, pd.read_csv(ga_paths[name]))
         tokens[name] = tok.convert_ids_to_tokens(tok(prompt)["input_ids"])
     save_figure(figure(patterns, tokens), png, pdf)
+
+
+def heatmap_rows(role: str, head, matrix, tokens: list[str]) -> list[dict]:
+    """Tidy rows of one head's mixing ``matrix (T, T)`` on the prompt: the causal part
+    (key_pos <= query_pos; the rest is zero by construction)."""
+    layer, h, kind = head
+    T = matrix.shape[0]
+    return [dict(role=role, layer=layer, head=h, kind=kind, query_pos=t, query_token=tokens[t], key_pos=s,
+                 key_token=tokens[s], weight=float(matrix[t, s])) for t in range(T) for s in range(t + 1)]

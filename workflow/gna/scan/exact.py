@@ -19,7 +19,12 @@ from ..interventions import ablate_heads, head_mask
 from ..probes.encoded import EncodedProbe
 from ..probes.scoring import ProbeScore, fp32_logits, score
 from .ranking import CHANGED, logprob_resolution, rank_heads, select_mixers
-from .repeated_forwards import ResidualCache, repeated_forward_scores
+from .repeated_forwards import ANSWER_LOGPROB, CORRECT, DISCORDANT, ResidualCache, repeated_forward_scores
+
+
+def _wanted(heads) -> set[tuple[int, int, str]] | None:
+    """``heads`` as a set of ``(layer, head, kind)``, the order every head of the scan is in (None: all)."""
+    return None if heads is None else {(int(l), int(h), str(k)) for l, h, k in heads}
 
 
 @torch.no_grad()
@@ -40,16 +45,16 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
     Returns the ranked tidy table (see ``COLUMNS``).
     """
     mixers = select_mixers(model, kinds, layers)
-    wanted = None if heads is None else {(int(l), str(k), int(h)) for l, h, k in heads}
+    wanted = _wanted(heads)
     # one item per head scanned, in mixer order; a chunk of copies never spans two mixers
     items = [(i, m, h) for i, m in enumerate(mixers) for h in range(m.n_heads)
-             if wanted is None or (m.layer, m.kind, h) in wanted]
+             if wanted is None or (m.layer, h, m.kind) in wanted]
     by_layer: dict[int, list[int]] = defaultdict(list)
     for n, (_, m, _) in enumerate(items):
         by_layer[m.layer].append(n)
     baseline = score(model, encoded, batch_size=batch_size) if baseline is None else baseline
 
-    def ablate_each(stack, state, layer: int, chunk: list[int], x: torch.Tensor) -> None:
+    def ablate_each(stack, layer: int, chunk: list[int], x: torch.Tensor) -> None:
         mixer = items[chunk[0]][1]
         A = len(chunk)
         mask = torch.ones(A, x.shape[0] // A, mixer.n_heads, device=x.device)
@@ -59,16 +64,17 @@ def scan_heads(model: nn.Module, encoded: EncodedProbe, batch_size: int = 32, ma
     totals, _ = repeated_forward_scores(model, encoded, by_layer, len(items), ablate_each, batch_size=batch_size,
                                         max_rows=max_rows, baseline=baseline, group_of=lambda n: items[n][0],
                                         progress=progress, desc="head scan", residuals=residuals,
-                                        resume_key=[(m.layer, m.kind, h) for _, m, h in items])
-    rows = [dict(layer=m.layer, kind=m.kind, head=h, accuracy=totals[n, 0].item() / len(encoded),
-                 answer_logprob=totals[n, 1].item() / len(encoded)) for n, (_, m, h) in enumerate(items)]
+                                        resume_key=[(m.layer, h, m.kind) for _, m, h in items])
+    rows = [dict(layer=m.layer, kind=m.kind, head=h, accuracy=totals[n, CORRECT].item() / len(encoded),
+                 answer_logprob=totals[n, ANSWER_LOGPROB].item() / len(encoded)) for n, (_, m, h) in enumerate(items)]
     ranked = rank_heads(rows, baseline.logprobs, encoded, model_name, logprob_resolution(model))
     if discordant:
         # right->wrong minus wrong->right is the drop in correct prompts, their sum the discordant ones
         base_right = int(baseline.logprobs.argmax(-1).eq(encoded.answers).sum())
-        changed = {(m.layer, m.kind, h): (int(totals[n, 3].item()), base_right - int(totals[n, 0].item()))
+        changed = {(m.layer, h, m.kind): (int(totals[n, DISCORDANT].item()),
+                                          base_right - int(totals[n, CORRECT].item()))
                    for n, (_, m, h) in enumerate(items)}
-        both = [changed[(r.layer, r.kind, r.head)] for r in ranked.itertuples()]
+        both = [changed[(r.layer, r.head, r.kind)] for r in ranked.itertuples()]
         ranked["discordant"] = [d for d, _ in both]
         ranked[CHANGED[0]] = [(d + lost) // 2 for d, lost in both]
         ranked[CHANGED[1]] = [(d - lost) // 2 for d, lost in both]
@@ -81,7 +87,7 @@ def naive_scan_heads(model: nn.Module, encoded: EncodedProbe, kinds=None, layers
     """The reference: like the paper's code, the whole model once per head and per answer choice.
     ``heads``: only these ``(layer, head, kind)``, as :func:`scan_heads` takes them; default all."""
     mixers = select_mixers(model, kinds, layers)
-    wanted = None if heads is None else {(int(l), str(k), int(h)) for l, h, k in heads}
+    wanted = _wanted(heads)
     device = next(model.parameters()).device
 
     def logprobs() -> torch.Tensor:
@@ -96,7 +102,7 @@ def naive_scan_heads(model: nn.Module, encoded: EncodedProbe, kinds=None, layers
 
     baseline = logprobs()
     rows = []
-    todo = [(m, h) for m in mixers for h in range(m.n_heads) if wanted is None or (m.layer, m.kind, h) in wanted]
+    todo = [(m, h) for m in mixers for h in range(m.n_heads) if wanted is None or (m.layer, h, m.kind) in wanted]
     for m, h in tqdm(todo, desc="naive scan", disable=not progress):
         with ablate_heads(model, [(m.layer, h, m.kind)]):
             lp = logprobs()

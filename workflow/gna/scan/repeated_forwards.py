@@ -19,6 +19,19 @@ from ..probes.scoring import (ProbeScore, accepts_logits_to_keep, copies_choice_
                               score)
 from ..resume.store import section
 
+# The columns of :func:`repeated_forward_scores`' totals (n_items, 4): per item, summed over the prompts.
+CORRECT, ANSWER_LOGPROB, MARGIN, DISCORDANT = range(4)
+"""``CORRECT``: prompts answered right; ``ANSWER_LOGPROB``: the right choice's log-prob; ``MARGIN``: its
+margin over the best other (:func:`margins`); ``DISCORDANT``: prompts whose correctness differs from the
+unmodified model's (a paired test's discordant prompts)."""
+
+
+def item_means(total: torch.Tensor, n: int) -> dict:
+    """One item's row of totals (4,) as the tables write it: the means over the ``n`` prompts of
+    ``accuracy``, ``answer_logprob`` and ``margin``, and the count of ``discordant`` prompts."""
+    return dict(accuracy=total[CORRECT].item() / n, answer_logprob=total[ANSWER_LOGPROB].item() / n,
+                margin=total[MARGIN].item() / n, discordant=int(total[DISCORDANT].item()))
+
 
 def margins(lp: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
     """The log-prob margin of each example: the right choice's log-prob minus the best other's.
@@ -68,6 +81,25 @@ def _chunks(items: list[int], per: int, group_of=None) -> list[list[int]]:
     return [run[c:c + per] for run in runs for c in range(0, len(run), per)]
 
 
+def _layer_inputs(model: nn.Module, index: int, b, layers: list[int], residuals: ResidualCache | None, prepare):
+    """Batch ``index``'s clean residual entering each of ``layers`` ({layer: (B, T, d)}), kept in
+    ``residuals`` or from one forward, and ``prepare``'s state of it (None without)."""
+    inputs = (residuals.inputs(model, index, b, layers) if residuals is not None else
+              capture_layer_inputs(model, layers, **b.model_inputs(model), use_cache=False))
+    return inputs, (prepare(b, inputs) if prepare else None)
+
+
+def _add(totals: torch.Tensor, chunk: list[int], lp: torch.Tensor, answers: torch.Tensor,
+         was_right: torch.Tensor) -> None:
+    """Add a chunk's outcomes to its items' rows of ``totals`` (n_items, 4): ``lp`` (A, E, C), the choice
+    log-probs of copy a (item ``chunk[a]``) on the batch's examples; ``answers``, ``was_right`` (E,)."""
+    right = lp.argmax(-1).eq(answers)
+    totals[chunk, CORRECT] += right.double().sum(-1)
+    totals[chunk, ANSWER_LOGPROB] += lp.gather(2, answers.expand(len(chunk), -1)[..., None]).squeeze(-1).sum(-1)
+    totals[chunk, MARGIN] += margins(lp, answers).sum(-1)
+    totals[chunk, DISCORDANT] += right.ne(was_right).double().sum(-1)
+
+
 def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: dict[int, list[int]], n_items: int,
                             intervene, prepare=None, batch_size: int = 32, max_rows: int = 256,
                             baseline: ProbeScore | None = None, group_of=None,
@@ -78,12 +110,14 @@ def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: d
     the residual entering every layer of ``by_start`` ({layer: the items that start there}) from one
     forward; then chunks of items, copy a of the batch for item a, through the layers from there on.
 
-    ``prepare(batch, inputs)`` -> a batch's state (e.g. the senders' writes); ``intervene(stack, state,
-    layer, chunk, x)`` enters the chunk's contexts on ``stack`` (``x``: the repeated layer input, (A*B,
-    T, d)). Returns per item the summed correct count, answer log-prob and margin, and the count of
-    prompts whose correctness differs from the unmodified model's (the paired difference's discordant
-    prompts, for a paired test of the drop) ``(n_items, 4)``, and the unmodified model's means
-    (``baseline_accuracy``, ``baseline_logprob``, ``baseline_margin``).
+    ``intervene(stack, layer, chunk, x)`` enters the chunk's contexts on ``stack`` (``x``: the repeated
+    layer input, (A*B, T, d)). ``prepare(batch, inputs)``, where given, -> a batch's state (e.g. the
+    senders' writes), passed on as ``intervene(stack, layer, chunk, x, state)``.
+    Returns the totals ``(n_items, 4)``, per item summed over the prompts, its columns named by
+    ``CORRECT``, ``ANSWER_LOGPROB``, ``MARGIN`` and ``DISCORDANT`` (the prompts whose correctness
+    differs from the unmodified model's, for a paired test of the drop; :func:`item_means` reads a
+    row), and the unmodified model's means (``baseline_accuracy``, ``baseline_logprob``,
+    ``baseline_margin``).
     ``group_of(item)``: a chunk never spans two groups (the head scan: one mixer's heads per chunk,
     one ``head_mask`` of one kind). ``residuals``: clean forwards kept from an earlier scan of the same
     ``encoded`` and ``batch_size`` (:class:`ResidualCache`), else each batch's runs here.
@@ -93,7 +127,9 @@ def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: d
     In a resuming job (:func:`gna.resume.store.resuming`: every Snakemake job) each chunk's log-probs
     are kept as it finishes; a stopped job's run of the same call replays them in their place, with the
     same chunks in the same order, so its totals have the same bits. ``resume_key``: what the items
-    are (the head scan's heads), beside the call's own inputs, in the key of the kept chunks."""
+    are (the head scan's heads), beside the call's own inputs, in the key of the kept chunks.
+
+    Over 60 lines by this docstring only: the loop is one batch's chunks, run or replayed, and their sums."""
     device = next(model.parameters()).device
     base = (score(model, encoded, batch_size=batch_size) if baseline is None else baseline).logprobs
     keep = accepts_logits_to_keep(model)
@@ -108,35 +144,29 @@ def repeated_forward_scores(model: nn.Module, encoded: EncodedProbe, by_start: d
             b = b.to(device)
             answers = encoded.answers[b.examples.cpu()]
             was_right = base_right[b.examples.cpu()]
-            B = b.input_ids.shape[0]
-            per = max(1, max_rows // B)
+            # the batch's chunks, named for a resuming job: batch, start layer, chunk
             plan = [(f"{i}/{start}/{c}", start, chunk) for start in sorted(by_start)
-                    for c, chunk in enumerate(_chunks(by_start[start], per, group_of))]
+                    for c, chunk in enumerate(_chunks(by_start[start], max(1, max_rows // b.input_ids.shape[0]),
+                                                      group_of))]
             kept = {name: done.get(name) for name, _, _ in plan} if done is not None else {}
             inputs = state = None
             if residuals is not None or any(kept.get(name) is None for name, _, _ in plan):
-                inputs = (residuals.inputs(model, i, b, sorted(by_start)) if residuals is not None else
-                          capture_layer_inputs(model, sorted(by_start), **b.model_inputs(model), use_cache=False))
-                state = prepare(b, inputs) if prepare else None
+                inputs, state = _layer_inputs(model, i, b, sorted(by_start), residuals, prepare)
             for name, start, chunk in plan:
-                A = len(chunk)
                 if kept.get(name) is not None:
                     lp = torch.from_numpy(kept[name])
                 else:
-                    x = inputs[start].repeat(A, 1, 1)
                     with ExitStack() as stack:
+                        x = inputs[start].repeat(len(chunk), 1, 1)
                         stack.enter_context(start_at_layer(model, start, x))
-                        intervene(stack, state, start, chunk, x)
-                        lp = copies_choice_logprobs(model, b, head, keep, A).cpu()  # (A, E, C)
+                        # the state only where prepare makes one: an intervention needing none takes none
+                        intervene(stack, start, chunk, x, *(() if prepare is None else (state,)))
+                        lp = copies_choice_logprobs(model, b, head, keep, len(chunk)).cpu()  # (A, E, C)
                     if done is not None:
                         done.put(name, lp.numpy())
-                right = lp.argmax(-1).eq(answers)
                 if record is not None:
                     record(chunk, b.examples.cpu(), lp, answers)
-                totals[chunk, 0] += right.double().sum(-1)
-                totals[chunk, 1] += lp.gather(2, answers.expand(A, -1)[..., None]).squeeze(-1).sum(-1)
-                totals[chunk, 2] += margins(lp, answers).sum(-1)
-                totals[chunk, 3] += right.ne(was_right).double().sum(-1)
+                _add(totals, chunk, lp, answers, was_right)
     return totals, dict(baseline_accuracy=base_right.double().mean().item(),
                         baseline_logprob=base.gather(1, encoded.answers[:, None]).mean().item(),
                         baseline_margin=margins(base, encoded.answers).mean().item())
