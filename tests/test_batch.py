@@ -99,3 +99,17 @@ def test_a_name_given_to_a_list_of_inputs_keeps_the_whole_list():
     obj = condition_object({"rule": "r", "wildcards": {}, "params": {}, "input": got, "output": ["o"],
                             "log": []}, 1, {})
     assert list(obj.input.tasks) == ["a.jsonl", "b.jsonl", "c.jsonl"] and obj.input.ga == "ga.csv"
+
+
+def test_a_batch_carries_its_conditions_scripts_by_content(tmp_path):
+    from gna.jobs.condition_batches import script_digests
+
+    a, b = write_script(tmp_path / "a.py"), tmp_path / "b.py"
+    b.write_text("print('b')\n")
+    jobs = [{"script": str(a)}, {"script": str(b)}, {"script": str(a)}]
+    before = script_digests(jobs)
+    assert list(before) == ["a.py", "b.py"] and all(len(v) == 64 for v in before.values())
+    b.write_text("print('b, edited')\n")   # an edited condition script: the batch's params change
+    after = script_digests(jobs)
+    assert after["b.py"] != before["b.py"] and after["a.py"] == before["a.py"]
+    assert "scripts=batches.script_digests(_jobs)" in (ROOT / "workflow" / "rules" / "batch.smk").read_text()

@@ -57,6 +57,9 @@ for _i, (_rule, _files) in enumerate(batches.condition_batches(workflow, BATCHED
         params:
             jobs=_jobs,
             shared=_rule in SHARED_RULES,
+            # the conditions' scripts by content: batch.py is this rule's script, so without it an
+            # edited condition script would leave its results standing
+            scripts=batches.script_digests(_jobs),
         priority: workflow.get_rule(_rule).priority
         threads: _threads
         resources:

@@ -86,6 +86,20 @@ def condition_job(workflow, proxy, rule_name: str, output: str, threads: int, co
     return job
 
 
+def script_digests(jobs: list[dict]) -> dict[str, str]:
+    """``{script name: sha256 of its bytes}`` of the scripts a batch's conditions run. A batch rule's
+    own script is ``batch.py``, so Snakemake's code trigger never sees a condition's script change;
+    as a param of the batch, its digest does (the params trigger), and an edited script reruns its
+    conditions as their own jobs would."""
+    import hashlib
+
+    out = {}
+    for path in sorted({j["script"] for j in jobs}):
+        with open(path, "rb") as f:
+            out[os.path.basename(path)] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
 def named_inputs(items: list, names: dict, files) -> list[tuple[str | None, str | list[str]]]:
     """The rule's input as [(name or None, file or [files])]: a name given to a list (``tasks=expand(...)``,
     Snakemake's ``_names[name] = (start, end)``) keeps the whole list; ``files`` resolves one item."""

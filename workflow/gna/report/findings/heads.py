@@ -246,9 +246,17 @@ def _role_head(sub: pd.DataFrame, condition: str, role: str) -> str:
     return f"{role} ({head})" if head else role
 
 
+def _probe_sets(tasks, n_pairs: int) -> list[str]:
+    """The task names among ``tasks`` of the probe sets of ``n_pairs`` pairs, one per probe seed."""
+    from ...probes.kv import is_probe_task, parse_probe_task
+
+    found = {str(t) for t in set(tasks) if is_probe_task(t)}
+    return sorted(t for t in found if parse_probe_task(t)[0] == n_pairs and parse_probe_task(t)[1] is not None)
+
+
 def _kv_pairs_paired(template: str | None, model: str, sub: pd.DataFrame, ends) -> list | None:
     """At each of ``ends`` (numbers of pairs), the full model against the Aggregate head removed, item by
-    item over the probe seeds' prompts (tasks ``kv_n<pairs>_s<seed>``), or None where either condition
+    item over the probe seeds' prompts (tasks ``gna.probes.kv.probe_task_name(pairs, seed)``), or None where either condition
     kept no answers (or they are not the table's)."""
     from ...evaluation.paired import PairingError, pooled
 
@@ -259,7 +267,7 @@ def _kv_pairs_paired(template: str | None, model: str, sub: pd.DataFrame, ends) 
         return None
     out = []
     for x in ends:
-        tasks = sorted(t for t in set(full.task) if str(t).startswith(f"kv_n{int(x)}_s"))
+        tasks = _probe_sets(full.task, int(x))
         try:
             counts = pooled(full, removed, tasks) if tasks else None
         except PairingError:

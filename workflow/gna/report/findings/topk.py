@@ -141,7 +141,7 @@ def _perplexities(before, after, tasks: list[str]) -> str:
     """A LAMBADA-like task's perplexity rise (the slides' score for it), ranked beside random: shown,
     not judged (a table's perplexity has no interval; the same items' accuracy is judged)."""
     def ppl(v: float) -> str:   # the table's own digits (TABLE_DIGITS significant): 152.3, not 152.30
-        return f"{v:.0f}" if abs(v) >= 10 ** TABLE_DIGITS else f"{v:#.{TABLE_DIGITS}g}"
+        return f"{v:.0f}" if abs(v) >= 10 ** (TABLE_DIGITS - 1) else f"{v:#.{TABLE_DIGITS}g}"
 
     def shown(task: str) -> str:
         col, rnd = f"{task}_ppl", f"random_{task}_ppl"
