@@ -105,7 +105,7 @@ register("mask_last_row", Kind(
     first_layer=lambda arg, n_layers: 0 if arg == "all" else _lowest_head_layer(arg, n_layers),
     label=lambda arg: "last_row=" + (arg if isinstance(arg, str) else _heads_label(arg))))
 
-INTERVENTIONS = tuple(KINDS)
+INTERVENTIONS = tuple(KINDS)   # the kinds this module registers (a later register() adds to KINDS only)
 
 
 def _one(spec: dict) -> tuple[Kind, Any]:
