@@ -52,7 +52,7 @@ def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = 
             continue
         first = by_condition.iloc[0]
         one_layer = not isinstance(first.get("aggregate"), str) or not first.get("aggregate")
-        odd = str(first.get("unclassified") or "").split() if pd.notna(first.get("unclassified")) else []
+        odd = str(first["unclassified"]).split() if pd.notna(first.get("unclassified")) else []
         label = (f"{model} ({source} heads {first['gather']}, one critical layer)" if one_layer
                  else f"{model} ({source} heads {first['gather']} + {first['aggregate']}"
                       + (f"; {' '.join(odd)}: the role's pattern, unclassified by the ranking" if odd else "") + ")")
@@ -211,8 +211,8 @@ def kv_pairs(fig: Path, settings: dict | None = None, prompts: int | None = None
                 how = "unpaired: no per-prompt answers kept"
             (d0, l0, u0), (d1, l1, u1) = ends
             low, high = (d1 - d0) - math.hypot(d1 - l1, u0 - d0), (d1 - d0) + math.hypot(u1 - d1, d0 - l0)
-            removed = ("the top Aggregate-pattern head (unclassified)" if "unclassified" in
-                       _role_head(sub, "no_aggregate", "Aggregate") else "Aggregate")
+            removed = ("the top Aggregate-pattern head (unclassified)" if _by_pattern(sub, "no_aggregate")
+                       else "Aggregate")
             growth_part = Part(f"growth of the drop without {removed}, {int(n0)} -> {int(n1)} pairs", d1 - d0, low,
                                high, 0.05, paper=effect("fig4_growth").scaled(full.accuracy[n0], 1 / n0),
                                detectable=detectable_from_interval(low, high), n=n, paired=paired is not None,
@@ -236,12 +236,19 @@ def kv_pairs(fig: Path, settings: dict | None = None, prompts: int | None = None
     return rows
 
 
+def _by_pattern(sub: pd.DataFrame, condition: str) -> bool:
+    """Whether the head ``condition`` removes was picked by its pattern and left unclassified by the
+    ranking (``heads_from``, :func:`gna.experiments.head_selection.unclassified`)."""
+    c = sub[sub.condition == condition]
+    return "heads_from" in c and not c.empty and str(c.heads_from.iloc[0]).startswith("pattern")
+
+
 def _role_head(sub: pd.DataFrame, condition: str, role: str) -> str:
     """How Fig. 4's findings name a removed head: the role's name only where the scan classifies it so
-    (``heads_from``, :func:`gna.experiments.head_selection.unclassified`), else what it is."""
+    (:func:`_by_pattern`), else what it is."""
     c = sub[sub.condition == condition]
     head = str(c["head"].iloc[0]) if "head" in c and not c.empty else ""
-    if "heads_from" in c and not c.empty and str(c.heads_from.iloc[0]).startswith("pattern"):
+    if _by_pattern(sub, condition):
         return f"the top {role}-pattern head {head}, unclassified,"
     return f"{role} ({head})" if head else role
 
@@ -250,8 +257,8 @@ def _probe_sets(tasks, n_pairs: int) -> list[str]:
     """The task names among ``tasks`` of the probe sets of ``n_pairs`` pairs, one per probe seed."""
     from ...probes.kv import is_probe_task, parse_probe_task
 
-    found = {str(t) for t in set(tasks) if is_probe_task(t)}
-    return sorted(t for t in found if parse_probe_task(t)[0] == n_pairs and parse_probe_task(t)[1] is not None)
+    named = {str(t): parse_probe_task(t) for t in set(tasks) if is_probe_task(t)}
+    return sorted(t for t, (pairs, seed) in named.items() if pairs == n_pairs and seed is not None)
 
 
 def _kv_pairs_paired(template: str | None, model: str, sub: pd.DataFrame, ends) -> list | None:
