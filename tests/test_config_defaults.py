@@ -168,7 +168,7 @@ NO_RESTATED_DEFAULT = ("threads_per_job", "gpus_per_job", "dtype", "device", "ma
 
 def test_no_rule_script_or_library_module_restates_a_schema_default():
     pattern = re.compile(r"""\.get\(\s*["'](%s)["']\s*,""" % "|".join(NO_RESTATED_DEFAULT))
-    files = [*(ROOT / "workflow/rules").glob("*.smk"), *(ROOT / "workflow/scripts").glob("*.py"),
+    files = [*(ROOT / "workflow/rules").rglob("*.smk"), *(ROOT / "workflow/scripts").glob("*.py"),
              *(ROOT / "workflow/gna").rglob("*.py")]
     found = [f"{f.relative_to(ROOT)}:{n}: {line.strip()}" for f in files
              for n, line in enumerate(f.read_text().splitlines(), 1) if pattern.search(line)]

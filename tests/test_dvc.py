@@ -115,8 +115,8 @@ def dvc_outputs() -> list[str]:
 def test_dvc_tracks_every_results_folder_a_rule_writes():
     """DVC tracks results/<step> folders (results/README.md is git's): a new step must be added."""
     import re
-    rules = "\n".join(p.read_text() for p in (ROOT / "workflow/rules").glob("*.smk"))
-    folders = set(re.findall(r'results/([a-z_]+)/', rules))
+    rules = "\n".join(p.read_text() for p in (ROOT / "workflow/rules").rglob("*.smk"))
+    folders = set(re.findall(r'results/([a-z_]+)[/"]', rules))
     for wildcard in re.findall(r'"results/\{(\w+)\}/', rules):      # results/{experiment}/, {scan_dir}
         folders |= set(re.search(wildcard + r'="([\w|]+)"', rules).group(1).split("|"))
     outs = dvc_outputs()

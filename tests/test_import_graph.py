@@ -270,7 +270,7 @@ def test_the_new_packages_say_what_they_may_import():
 # -- what the Snakefile imports at every parse ------------------------------------------------------
 
 ROOT = PKG.parents[1]
-WORKFLOW_FILES = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
+WORKFLOW_FILES = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").rglob("*.smk"))]
 HEAVY = ("torch", "transformers", "datasets")
 
 

@@ -8,10 +8,10 @@ RULES = ROOT / "workflow/rules"
 
 
 def rule_blocks() -> dict[str, tuple[str, str]]:
-    """rule -> (its rule file, its block)."""
+    """rule (or checkpoint) -> (its rule file, its block)."""
     out = {}
     for path in sorted(RULES.glob("*.smk")):
-        parts = re.split(r"^\s*rule (\w+):", path.read_text(), flags=re.M)
+        parts = re.split(r"^\s*(?:rule|checkpoint) (\w+):", path.read_text(), flags=re.M)
         out.update({name: (path.name, body) for name, body in zip(parts[1::2], parts[2::2])})
     return out
 

@@ -35,7 +35,7 @@ def _answers(values, task="t", metric="acc", items=None) -> pd.DataFrame:
     n = len(values)
     return pd.DataFrame({"task": task, "filter": "none", "metric": metric, "doc_id": range(n),
                          "item": items or [f"h{i}" for i in range(n)], "target": "0", "chosen": 0, "answer": None,
-                         "value": [float(v) for v in values]})[COLUMNS]
+                         "value": [float(v) for v in values], "margin": None})[COLUMNS]
 
 
 def test_two_conditions_answers_pair_question_by_question():
@@ -248,3 +248,18 @@ def test_an_evaluation_script_writes_the_answers_beside_its_rows(tmp_path):
     acc = rows[rows.metric == "acc"].value.iloc[0]
     assert len(answers) == 10 and answers.value.mean() == pytest.approx(acc)
     assert (answers.depth == 2).all() and (answers.intervention == rows.intervention.iloc[0]).all()
+
+
+def test_a_multiple_choice_answer_keeps_its_log_prob_margin(tmp_path, monkeypatch):
+    """Beside each 0/1 answer, the gold choice's log-prob minus the best other's: above 0 exactly where
+    the answer is right, the continuous measure the confirmation pairs beside accuracy."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    from gna.evaluation.lm_eval_bridge import TaskSuite, evaluate
+    from gna.models import load_model
+
+    model, tok = load_model({"path": str(ROOT / "data/models/micro-llama")})
+    items = evaluate(model, tok, ["micro_mmlu"], TaskSuite(str(ROOT / "data/micro/tasks")), limit=12, batch_size=8,
+                     items=True).answers
+    acc = items[items.metric == "acc"]
+    assert acc.margin.notna().all() and ((acc.margin > 0) == (acc.value == 1)).all()
+    assert items[items.metric != "acc"].margin.isna().all()

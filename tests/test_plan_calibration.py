@@ -95,7 +95,7 @@ def test_every_declared_estimator_has_a_kind_or_is_left_as_an_estimate():
     cfg, jobs = real()
     untimed = {"gna.plan.job_estimates:aligned_student", "gna.plan.job_estimates:distillation_stage",
                "gna.plan.job_estimates:tokenized_data"}
-    text = "\n".join(p.read_text() for p in (ROOT / "workflow/rules").glob("*.smk"))
+    text = "\n".join(p.read_text() for p in (ROOT / "workflow/rules").rglob("*.smk"))
     import re
 
     declared = set(re.findall(r'Estimator\("([\w.:]+)"', text))

@@ -15,6 +15,8 @@ rule plan:
         snakefile=workflow.main_snakefile,
         profile=lambda wc, input: os.path.dirname(input[0]),
         study=config,
+        # the confirmation's most (its caps at full depth, behind its checkpoint), beside its own budget
+        confirmation=lambda wc: confirmation_worst(),
     log:
         "logs/plan.log",
     conda:

@@ -4,6 +4,7 @@ from pathlib import Path
 import yaml
 
 from gna.config.schema import with_defaults
+from gna.confirmation.budget import plan_lines
 from gna.hybrid.study.settings import distillation_settings
 from gna.hybrid.study.stage_ranks import cpus_per_rank, stage_world
 from gna.jobs.script_job import job
@@ -33,6 +34,8 @@ with job(snakemake) as log:
         root = Path(p.snakefile).parent
         if dict(snakemake.config) == with_defaults(yaml.safe_load((root / MEASURED_CONFIG).read_text())):
             sections += comparison_lines(cpu_rows, read_measured(root / MEASURED), MEASURED)
+    if p.confirmation:   # the jobs after its pick are not in the DAG yet: its caps' most, stated here
+        sections += plan_lines(snakemake.config["experiments"]["confirmation"], p.confirmation)
     write(rows, snakemake.output.md, snakemake.output.csv, profile, hw, title=snakemake.config.get("study", ""),
           world=stage_world(distill), cpus_per_rank=cpus_per_rank(distill), sections=sections)
     log.info("%d jobs, %.0f GPU-hours", len(rows), sum(r.hours * r.gpus for r in rows if r.gpu))

@@ -58,6 +58,9 @@ class TaskSuite:
     def __init__(self, micro_data: str | None = None, extra: dict[str, dict] | None = None,
                  local_mmlu_dir: str | None = None, local_suite_dir: str | None = None):
         self.micro_data, self.extra = micro_data, dict(extra or {})
+        # a sample written in random order (the confirmation's fresh questions): its first n are a
+        # simple random sample, so a limit on it is no subset of subjects
+        self.mmlu_random_order = local_mmlu_dir is not None and local_mmlu.in_random_order(local_mmlu_dir)
         if micro_data is not None and not (Path(micro_data) / "micro_mmlu.jsonl").is_file():
             raise ConfigError(f"micro task data {micro_data!r} is missing (expected micro_mmlu.jsonl there)")
         if local_mmlu_dir is not None:
@@ -115,7 +118,7 @@ class Scores(dict):
         self.sizes, self.answers = dict(sizes or {}), answers
 
 
-def _check_tasks(tasks: list[str], limit, num_fewshot, task_definitions: str) -> None:
+def _check_tasks(tasks: list[str], limit, num_fewshot, task_definitions: str, random_order: bool = False) -> None:
     """Refuse, before any model runs, what the tasks' files cannot give: shots a pinned task has no
     exemplars for, a ``limit`` on the stratified local MMLU sample (it would keep a few subjects)."""
     check_fewshot(tasks, task_definitions, lambda t: fewshot_of(t, num_fewshot))
@@ -123,7 +126,7 @@ def _check_tasks(tasks: list[str], limit, num_fewshot, task_definitions: str) ->
     if shots:
         raise ConfigError(f"eval.num_fewshot gives {shots[0]!r} {fewshot_of(shots[0], num_fewshot)} shots: the "
                           "pinned files hold its evaluation split only, no exemplars (0 shots, the paper's setting)")
-    if limit is not None and set(tasks) & set(local_mmlu.TASKS):
+    if limit is not None and set(tasks) & set(local_mmlu.TASKS) and not random_order:
         raise ConfigError(f"eval.limit = {limit} would score the first questions of the local MMLU sample, a few "
                           "subjects only: set benchmarks.mmlu.size instead")
 
@@ -176,7 +179,7 @@ def evaluate(model: nn.Module, tokenizer, tasks: list[str], suite: TaskSuite, in
     and is not resumed by units."""
     from lm_eval import simple_evaluate
 
-    _check_tasks(tasks, limit, num_fewshot, task_definitions)
+    _check_tasks(tasks, limit, num_fewshot, task_definitions, getattr(suite, "mmlu_random_order", False))
     interventions = list(interventions)
     # in a resuming job, the units of requests a stopped run finished (.resume_requests)
     partial = None if lm_class is not None else section(

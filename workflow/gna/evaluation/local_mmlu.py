@@ -208,6 +208,14 @@ def _configs(data_file: str) -> dict[str, dict[str, Any]]:
                          "metric_list": [acc, acc_norm]}}
 
 
+def in_random_order(data_dir: str | os.PathLike) -> bool:
+    """Whether the sample at ``data_dir`` was written in a seeded random order (its manifest's ``order``:
+    the confirmation's fresh questions, :mod:`gna.confirmation.samples`), so that its first questions
+    are a simple random sample of it; the stratified screen sample is in subject order."""
+    p = Path(data_dir) / MANIFEST_FILE
+    return p.is_file() and json.loads(p.read_text()).get("order") == "random"
+
+
 def is_built(data_dir: str | os.PathLike) -> bool:
     return (Path(data_dir) / SAMPLE_FILE).is_file()
 
