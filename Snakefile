@@ -54,6 +54,8 @@ STEP_RULE_FILES = sorted(path for path in glob.glob(os.path.join(workflow.basedi
                          if os.path.basename(path) not in ("common.smk", "batch.smk"))
 try:
     include: "workflow/rules/common.smk"
+    for _step_helpers in sorted(glob.glob(os.path.join(workflow.basedir, "workflow", "rules", "helpers", "*.smk"))):
+        include: _step_helpers
     for _step_rules in STEP_RULE_FILES:
         include: _step_rules
     include: "workflow/rules/batch.smk"
