@@ -190,7 +190,7 @@ def test_every_experiment_of_the_paper_preset_is_in_one_place(files, name):
 
 def test_kv_pairs_code_is_its_rules_scripts_and_findings_not_a_word_elsewhere(files):
     code = experiment_code(ROOT, files, "kv_pairs")
-    assert code.rule_file == "workflow/rules/heads.smk"
+    assert code.rule_file == "workflow/rules/kv_pairs.smk"
     assert set(code.rules) == {"kv_pairs", "kv_pairs_figure"}
     assert code.scripts == {"workflow/scripts/kv_pairs.py", "workflow/scripts/kv_pairs_figure.py"}
     assert {"workflow/gna/report/heads.py", "workflow/gna/report/findings/heads.py"} <= code.library

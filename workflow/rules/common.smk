@@ -312,19 +312,21 @@ RANKING_FILES = {"single": "results/scan/{model}.ranking.csv",
                  "over_seeds": "results/questions/seeds/{model}.ranking.csv"}
 
 
-# used by heads.smk and hybrid.smk
+# used by topk_removal.smk and hybrid.smk
 def ranking_file(choice, model):
     """The ranking an experiment takes its heads from (its ``ranking``: single, the scan's; across_formats,
-    by the worst rank over probe formats; over_seeds, by the mean rank over probe seeds; questions.smk)."""
+    by the worst rank over probe formats, probe_formats.smk; over_seeds, by the mean rank over probe
+    seeds, ranking_seeds.smk)."""
     return RANKING_FILES[choice or "single"].format(model=model)
 
 
-# used by pruning.smk and heads.smk: a gradual depth's per-question answers (gna.evaluation.items), which
-# the findings pair: Figs. 2-3 across depths and layers, Table 1's heads kept against the minimal model
+# used by pruning.smk, head_keeping.smk and the confirmation: a gradual depth's per-question answers
+# (gna.evaluation.items), which the findings pair: Figs. 2-3 across depths and layers, Table 1's heads
+# kept against the minimal model
 GRADUAL_ANSWERS = "results/pruning/{model}/gradual/depth{depth}.answers.csv"
 
 
-# used by masking.smk and hybrid.smk
+# used by hybrid_attention.smk, row_sweep.smk and hybrid.smk
 def answers_beside(results):
     """The answers file beside each of a job's result files: targets too, since the findings read them
     (and a target is what makes a job that lacks its answers run again)."""

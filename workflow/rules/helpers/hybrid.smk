@@ -1,5 +1,5 @@
-# Helpers of the hybrid distillation's (hybrid.smk) rules: the Snakefile reads workflow/rules/helpers/*.smk after
-# common.smk and before the step rule files (Snakemake's linter keeps functions out of a rule file).
+# Helpers of the rules in workflow/rules/hybrid.smk. The Snakefile reads workflow/rules/helpers/*.smk
+# after common.smk and before the rule files (Snakemake's linter keeps functions out of a rule file).
 def _distill_at(value, stage):
     """A per-stage setting: the stage's entry of a list of 3, or the value itself."""
     return value[stage - 1] if isinstance(value, list) else value

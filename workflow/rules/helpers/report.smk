@@ -1,5 +1,5 @@
-# Helpers of the findings' (report.smk) rules: the Snakefile reads workflow/rules/helpers/*.smk after
-# common.smk and before the step rule files (Snakemake's linter keeps functions out of a rule file).
+# Helpers of the rules in workflow/rules/report.smk. The Snakefile reads workflow/rules/helpers/*.smk
+# after common.smk and before the rule files (Snakemake's linter keeps functions out of a rule file).
 # The findings' n per role.
 def findings_task_sizes(tasks, kv_prompts):
     """Each role's questions in a study whose tasks are local files (imported when the rule runs)."""

@@ -1,5 +1,5 @@
-# Helpers of the head scan's (scan.smk) rules: the Snakefile reads workflow/rules/helpers/*.smk after
-# common.smk and before the step rule files (Snakemake's linter keeps functions out of a rule file).
+# Helpers of the rules in workflow/rules/scan.smk. The Snakefile reads workflow/rules/helpers/*.smk
+# after common.smk and before the rule files (Snakemake's linter keeps functions out of a rule file).
 # The head explorer's probe prompts per head and top heads shown (besides every Gather and Aggregate head).
 EXPLORER_PROMPTS, EXPLORER_TOP = 3, 8
 

@@ -1,5 +1,5 @@
-# Helpers of the head experiments' (heads.smk: top-k removal, head keeping, Fig. 4; the confirmation reads top-k's too) rules: the Snakefile reads workflow/rules/helpers/*.smk after
-# common.smk and before the step rule files (Snakemake's linter keeps functions out of a rule file).
+# Helpers of the rules in workflow/rules/topk_removal.smk. The Snakefile reads workflow/rules/helpers/*.smk
+# after common.smk and before the rule files (Snakemake's linter keeps functions out of a rule file).
 def random_draws(name):
     """Seeds of the random-k control (k random heads of the same kinds), one job per seed and k > 0
     (topk_removal.random_draws; arc_chat has no control)."""
@@ -22,17 +22,3 @@ def topk_outputs(experiment):
             + [f"results/{experiment}/{m}/k{k}-random{d}.csv" for k in k_values(experiment, m) if k > 0
                for d in random_draws(experiment)]
             for m in experiment_models(experiment)}
-
-
-def keeping_sources(model):
-    """Table 1's head sources of a model: heads named in the config (the paper's), the heads
-    discovered by ablating each head of the critical layers alone on MMLU, and (head_keeping.scan_heads)
-    the KV scan's top Gather and top Aggregate-pattern heads."""
-    keeping = experiment_config("head_keeping")
-    return ((["named"] if model in keeping.get("named_heads", {}) else []) + ["discovered"]
-            + (["scan"] if keeping["scan_heads"] else []))
-
-
-def kv_pairs_seeds():
-    """Fig. 4's probe seeds (kv_pairs.probe_seeds)."""
-    return other_probe_seeds(experiment_config("kv_pairs").get("probe_seeds"))

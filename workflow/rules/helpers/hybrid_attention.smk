@@ -1,5 +1,5 @@
-# Helpers of the masking experiments' (masking.smk) rules: the Snakefile reads workflow/rules/helpers/*.smk after
-# common.smk and before the step rule files (Snakemake's linter keeps functions out of a rule file).
+# Helpers of the rules in workflow/rules/hybrid_attention.smk. The Snakefile reads workflow/rules/helpers/*.smk
+# after common.smk and before the rule files (Snakemake's linter keeps functions out of a rule file).
 def hybrid_attention_files(m):
     """The model's results, in config order: k = 0 once (the unmodified model: top-k removal's
     k0 where that experiment runs it with the same tasks, else its own), then per mode each k."""

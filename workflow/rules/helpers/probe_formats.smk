@@ -1,5 +1,5 @@
-# Helpers of the open questions' (questions.smk) rules: the Snakefile reads workflow/rules/helpers/*.smk after
-# common.smk and before the step rule files (Snakemake's linter keeps functions out of a rule file).
+# Helpers of the rules in workflow/rules/probe_formats.smk. The Snakefile reads workflow/rules/helpers/*.smk
+# after common.smk and before the rule files (Snakemake's linter keeps functions out of a rule file).
 def format_probe(fmt, values=""):
     """The probe of one format (probe_formats.formats), on the scan's pairs, kv_probe's seed and separator;
     ``values``: its value rule's part of the name (gna.probes.values.rule_tag; a model's kv_values)."""
@@ -11,10 +11,3 @@ def format_probe(fmt, values=""):
 def model_rule_tag(model, separator=None):
     """The part of a probe's name that names ``model``'s kv_values ("" for the paper's 0-99)."""
     return rule_tag(kv_values(model, separator))
-
-
-def seed_ranking(model, seed):
-    """A model's ranking on the probe of ``seed``: the scan's own for kv_probe.seed, else ranking_seed_scan's."""
-    if seed == config["kv_probe"]["seed"]:
-        return f"results/scan/{model}.ranking.csv"
-    return f"results/questions/seeds/{model}/s{seed}.ranking.csv"
