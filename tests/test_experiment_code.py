@@ -26,8 +26,10 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 RULE = re.compile(r"^(?:rule|checkpoint)\s+(\w+)\s*:", re.M)
-# Files outside its code that may refer to it: common.smk's helpers of it (Fig. 4's probe seeds, top-k's
-# control probe), which its rule file could hold instead.
+# Files outside its code that may refer to it (its rule file's helpers, workflow/rules/helpers/<its
+# name>.smk, are its code): one, for the experiments another reads on purpose (the distilled teacher's
+# scan reads hybrid_distillation's probe separator, the distillation the ranking seeds' ranking,
+# hybrid attention top-k removal's unmodified model).
 MAX_OUTSIDE = 1
 # Its library: the modules its scripts import from the packages that hold experiments' computations
 # and reports (not the machinery every script uses: jobs, io, models).
@@ -42,6 +44,13 @@ class Code:
     scripts: set[str] = field(default_factory=set)
     library: set[str] = field(default_factory=set)
     outside: set[str] = field(default_factory=set)          # other code files referring to it
+
+    def helpers(self) -> str | None:
+        """Its rule file's helpers file (workflow/rules/helpers/<name>.smk), whether or not it exists."""
+        if self.rule_file is None:
+            return None
+        rule_file = Path(self.rule_file)
+        return str(rule_file.parent / "helpers" / rule_file.name)
 
     def files(self) -> set[str]:
         return {self.rule_file, *self.rules.values(), *self.scripts, *self.library} - {None}
@@ -143,7 +152,8 @@ def experiment_code(root: Path, files: list[str], name: str) -> Code:
     code.library = {module_file(m) for m in re.findall(r"""["'](gna\.[\w.]+):\w+["']""", decl)}
     code.library |= {f for script in code.scripts if (root / script).is_file() for f in imported(root, script)}
     refers = [writes(name), reads_settings(name)]
-    code.outside = {f for f, t in texts.items() if f not in code.files() and any(p.search(t) for p in refers)}
+    code.outside = {f for f, t in texts.items() if f not in code.files() | {code.helpers()}
+                    and any(p.search(t) for p in refers)}
     return code
 
 
@@ -180,7 +190,7 @@ def test_every_experiment_of_the_paper_preset_is_in_one_place(files, name):
 
 def test_kv_pairs_code_is_its_rules_scripts_and_findings_not_a_word_elsewhere(files):
     code = experiment_code(ROOT, files, "kv_pairs")
-    assert code.rule_file == "workflow/rules/heads.smk"
+    assert code.rule_file == "workflow/rules/kv_pairs.smk"
     assert set(code.rules) == {"kv_pairs", "kv_pairs_figure"}
     assert code.scripts == {"workflow/scripts/kv_pairs.py", "workflow/scripts/kv_pairs_figure.py"}
     assert {"workflow/gna/report/heads.py", "workflow/gna/report/findings/heads.py"} <= code.library
@@ -237,3 +247,14 @@ def test_scattered_code_fails_a_rule_in_another_file_and_shared_files_reading_it
     assert any("rule foo_figure is in workflow/rules/common.smk" in p for p in problems), problems
     assert code.outside == {*list(shared)[:-1], "workflow/rules/plan.smk"}   # not the words in a docstring
     assert any("files outside its code refer to it" in p for p in problems), problems
+
+
+def test_a_rule_files_helpers_file_is_its_code_and_common_holds_none_of_an_experiment(tmp_path, files):
+    helper = 'def foo_k(model):\n    return experiment_config("foo")["k"]\n'
+    root, synth = synthetic(tmp_path, {"workflow/rules/foo.smk": FOO, "workflow/rules/helpers/foo.smk": helper,
+                                       "workflow/rules/helpers/bar.smk": helper.replace("foo_k", "bar_k")}, {})
+    code = experiment_code(root, synth, "foo")
+    assert code.outside == {"workflow/rules/helpers/bar.smk"}   # its own helpers file is not outside; another's is
+    # in this repository: common.smk reads no experiment's settings or outputs (they sit in helpers/)
+    for name in PAPER:
+        assert "workflow/rules/common.smk" not in experiment_code(ROOT, files, name).outside, name

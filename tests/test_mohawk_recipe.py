@@ -234,8 +234,8 @@ def test_micro_data_without_by_stage_is_unchanged():
 def test_paper_preset_selects_mohawks_recipe_and_micro_keeps_its_own():
     """The workflow's per-stage settings (hybrid.smk's DISTILL_STAGE) for both configs."""
     src = (ROOT / "workflow/rules/hybrid.smk").read_text()
-    common = (ROOT / "workflow/rules/common.smk").read_text()   # the helpers the block calls
-    helpers = common[common.index("def _distill_at"):]
+    own = (ROOT / "workflow/rules/helpers/hybrid.smk").read_text()   # the helpers the block calls
+    helpers = own[own.index("def _distill_at"):]
     block = helpers + "\n" + src[src.index("DISTILL_STAGE = {"):src.index("HYBRID_OUTPUTS")]
     stages = {}
     for name, path in (("paper", "workflow/configs/paper.yaml"), ("micro", "config.yaml")):

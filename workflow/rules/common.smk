@@ -312,147 +312,22 @@ RANKING_FILES = {"single": "results/scan/{model}.ranking.csv",
                  "over_seeds": "results/questions/seeds/{model}.ranking.csv"}
 
 
-# used by heads.smk and hybrid.smk
+# used by topk_removal.smk and hybrid.smk
 def ranking_file(choice, model):
     """The ranking an experiment takes its heads from (its ``ranking``: single, the scan's; across_formats,
-    by the worst rank over probe formats; over_seeds, by the mean rank over probe seeds; questions.smk)."""
+    by the worst rank over probe formats, probe_formats.smk; over_seeds, by the mean rank over probe
+    seeds, ranking_seeds.smk)."""
     return RANKING_FILES[choice or "single"].format(model=model)
 
 
-def random_draws(name):
-    """Seeds of the random-k control (k random heads of the same kinds), one job per seed and k > 0
-    (topk_removal.random_draws; arc_chat has no control)."""
-    return list(experiment_config(name).get("random_draws", []))
-
-
-def topk_kv_probe(experiment, model):
-    """The probe set of top-k removal's positive control (topk_removal.kv_control) as (task name, file), or
-    None: the scan's n_pairs, kv_probe's format, the first seed after the ranking's (other prompts)."""
-    if experiment != "topk_removal" or not experiment_config(experiment).get("kv_control"):
-        return None
-    n, seed = config["scan"]["n_pairs"], other_probe_seeds(None)[0]
-    return probe_task_name(n, seed), probe_path(n, seed, model=model)
-
-
-def topk_outputs(experiment):
-    """Per model, in model order: results/<experiment>/<model>/k<k>.csv for its k values, then the
-    random control's k<k>-random<seed>.csv for every k > 0 and seed of random_draws."""
-    return {m: [f"results/{experiment}/{m}/k{k}.csv" for k in k_values(experiment, m)]
-            + [f"results/{experiment}/{m}/k{k}-random{d}.csv" for k in k_values(experiment, m) if k > 0
-               for d in random_draws(experiment)]
-            for m in experiment_models(experiment)}
-
-
-# used by scan.smk: the head explorer's probe prompts per head and top heads shown (besides every
-# Gather and Aggregate head)
-EXPLORER_PROMPTS, EXPLORER_TOP = 3, 8
-
-
-def scan_method(model):
-    """The model's scan method: scan.method_by_model's entry, else scan.method."""
-    return config["scan"].get("method_by_model", {}).get(model, config["scan"]["method"])
-
-
-def scan_probe(scan_dir, model):
-    """results/scan (and scan_fast, its atp+exact check) ranks on the G&A probe (kv_probe.separator);
-    results/scan_distill on the follow-up's (hybrid_distillation.kv_separator), for the distilled teacher."""
-    own = scan_dir not in ("scan", "scan_fast")
-    return probe_path(separator=experiment_config("hybrid_distillation").get("kv_separator") if own else None,
-                      model=model)
-
-
-# used by pruning.smk and heads.smk: a gradual depth's per-question answers (gna.evaluation.items), which
-# the findings pair: Figs. 2-3 across depths and layers, Table 1's heads kept against the minimal model
+# used by pruning.smk, head_keeping.smk and the confirmation: a gradual depth's per-question answers
+# (gna.evaluation.items), which the findings pair: Figs. 2-3 across depths and layers, Table 1's heads
+# kept against the minimal model
 GRADUAL_ANSWERS = "results/pruning/{model}/gradual/depth{depth}.answers.csv"
 
 
-# used by heads.smk
-def keeping_sources(model):
-    """Table 1's head sources of a model: heads named in the config (the paper's), the heads
-    discovered by ablating each head of the critical layers alone on MMLU, and (head_keeping.scan_heads)
-    the KV scan's top Gather and top Aggregate-pattern heads."""
-    keeping = experiment_config("head_keeping")
-    return ((["named"] if model in keeping.get("named_heads", {}) else []) + ["discovered"]
-            + (["scan"] if keeping["scan_heads"] else []))
-
-
-# used by heads.smk
-def kv_pairs_seeds():
-    """Fig. 4's probe seeds (kv_pairs.probe_seeds)."""
-    return other_probe_seeds(experiment_config("kv_pairs").get("probe_seeds"))
-
-
-# used by masking.smk
-def hybrid_attention_files(m):
-    """The model's results, in config order: k = 0 once (the unmodified model: top-k removal's
-    k0 where that experiment runs it with the same tasks, else its own), then per mode each k."""
-    settings = experiment_config("hybrid_attention")
-    ks = settings.get("k_by_model", {}).get(m, settings["k"])
-    files = []
-    if 0 in ks:
-        shared = m in experiment_models("topk_removal") and 0 in k_values("topk_removal", m)
-        first = settings["modes"][0]
-        files.append(f"results/topk_removal/{m}/k0.csv" if shared else f"results/hybrid_attention/{m}/{first}-k0.csv")
-    files += [f"results/hybrid_attention/{m}/{mode}-k{k}.csv" for mode in settings["modes"]
-              for k in ks if k != 0]
-    return files
-
-
-# used by masking.smk and hybrid.smk
+# used by hybrid_attention.smk, row_sweep.smk and hybrid.smk
 def answers_beside(results):
     """The answers file beside each of a job's result files: targets too, since the findings read them
     (and a target is what makes a job that lacks its answers run again)."""
     return [f.removesuffix(".csv") + ".answers.csv" for f in results]
-
-
-# used by hybrid.smk
-def _distill_at(value, stage):
-    """A per-stage setting: the stage's entry of a list of 3, or the value itself."""
-    return value[stage - 1] if isinstance(value, list) else value
-
-
-# used by hybrid.smk
-def _distill_data_at(data, stage):
-    """data with its by_stage[stage - 1] overrides merged in (gna.hybrid.study.data.stage_data)."""
-    if data.get("by_stage") is None:
-        return data
-    return {**{k: v for k, v in data.items() if k != "by_stage"}, **(data["by_stage"][stage - 1] or {})}
-
-
-# used by questions.smk
-def format_probe(fmt, values=""):
-    """The probe of one format (probe_formats.formats), on the scan's pairs, kv_probe's seed and separator;
-    ``values``: its value rule's part of the name (gna.probes.values.rule_tag; a model's kv_values)."""
-    p = config["kv_probe"]
-    tag = {v: k for k, v in SEPARATORS.items()}[p["separator"]]
-    return f"results/probes/formats/kv-n{config['scan']['n_pairs']}-s{p['seed']}-{tag}{values}.{fmt}.examples.jsonl"
-
-
-def model_rule_tag(model, separator=None):
-    """The part of a probe's name that names ``model``'s kv_values ("" for the paper's 0-99)."""
-    return rule_tag(kv_values(model, separator))
-
-
-# used by questions.smk
-def seed_ranking(model, seed):
-    """A model's ranking on the probe of ``seed``: the scan's own for kv_probe.seed, else ranking_seed_scan's."""
-    if seed == config["kv_probe"]["seed"]:
-        return f"results/scan/{model}.ranking.csv"
-    return f"results/questions/seeds/{model}/s{seed}.ranking.csv"
-
-
-# The findings' n per role (rule findings, report.smk).
-def findings_task_sizes(tasks, kv_prompts):
-    """Each role's questions in a study whose tasks are local files (imported when the rule runs)."""
-    from gna.report.findings.sampled import task_sizes
-
-    return task_sizes(tasks, kv_prompts)
-
-
-def findings_local_sizes(study):
-    """Each role's questions in a study whose tasks are local samples (the real preset's): its knowledge
-    suite and retrieval tasks are not of the MMLU sample's size."""
-    from gna.plan.jobs import local_task_docs
-    from gna.report.findings.sampled import local_sizes
-
-    return local_sizes(study["tasks"], local_task_docs(study))

@@ -80,7 +80,7 @@ if DISTILL and config["kv_probe"]["seed"] in KV_EVAL_SEEDS:
                      "hybrids' KV retrieval would be scored on the prompts their heads were selected on")
 DISTILL_RANKING = ("results/scan/{teacher}.ranking.csv" if DISTILL_SEPARATOR == config["kv_probe"]["separator"]
                    else "results/scan_distill/{teacher}.ranking.csv")
-# hybrid_distillation.ranking: the kept heads by the ranking across probe formats or over probe seeds (questions.smk)
+# hybrid_distillation.ranking: the kept heads by the ranking across probe formats or over probe seeds (probe_formats.smk, ranking_seeds.smk)
 if DISTILL.get("ranking", "single") != "single":
     DISTILL_RANKING = ranking_file(DISTILL["ranking"], "{teacher}")
 if DISTILL.get("ranking") == "over_seeds" and set(KV_EVAL_SEEDS) & set(experiment_config("ranking_seeds").get("seeds") or []):
