@@ -31,6 +31,9 @@ RULE = re.compile(r"^(?:rule|checkpoint)\s+(\w+)\s*:", re.M)
 # scan reads hybrid_distillation's probe separator, the distillation the ranking seeds' ranking,
 # hybrid attention top-k removal's unmodified model).
 MAX_OUTSIDE = 1
+# Stages that read every experiment's outputs by design, as the findings do: the confirmation re-scores
+# the conditions each claim's experiment ran (workflow/rules/confirmation.smk and its helpers).
+READERS = {"workflow/rules/confirmation.smk", "workflow/rules/helpers/confirmation.smk"}
 # Its library: the modules its scripts import from the packages that hold experiments' computations
 # and reports (not the machinery every script uses: jobs, io, models).
 LIBRARY = ("gna.experiments", "gna.report", "gna.questions", "gna.hybrid")
@@ -152,7 +155,7 @@ def experiment_code(root: Path, files: list[str], name: str) -> Code:
     code.library = {module_file(m) for m in re.findall(r"""["'](gna\.[\w.]+):\w+["']""", decl)}
     code.library |= {f for script in code.scripts if (root / script).is_file() for f in imported(root, script)}
     refers = [writes(name), reads_settings(name)]
-    code.outside = {f for f, t in texts.items() if f not in code.files() | {code.helpers()}
+    code.outside = {f for f, t in texts.items() if f not in code.files() | {code.helpers()} | READERS
                     and any(p.search(t) for p in refers)}
     return code
 

