@@ -130,9 +130,9 @@ def test_the_hybrids_kv_gain_pools_the_probe_seeds_top1_and_pays_for_the_best_k(
     # two probe seeds of N prompts each: the KV top-1 pooled over both (2N), knowledge over its task
     students = {"k0": ([10, 14], 180), "k1": ([12, 12], 178), "k3": ([196, 198], 186)}
     for variant, (kv, kn) in students.items():
-        kv_rows = table({f"kv_retrieval_s{s}": right(x) for s, x in zip((1, 2), kv)}, metric="top1")
+        kv_rows = table({f"kv_n20_s{s}": right(x) for s, x in zip((1, 2), kv)}, metric="top1")
         # the multiple choice on the same prompts, another metric: not what kv_retrieval is
-        mc = table({f"kv_retrieval_s{s}": right(N // 2) for s in (1, 2)})
+        mc = table({f"kv_n20_s{s}": right(N // 2) for s in (1, 2)})
         write(pd.concat([kv_rows, mc, table({"t_kn": right(kn)})]), tmp_path / f"{variant}.answers.csv")
     heads = pd.DataFrame([hybrid_row(v, int(v[1:]), 100 * sum(kv) / (2 * N), 100 * kn / N)
                           for v, (kv, kn) in students.items()])

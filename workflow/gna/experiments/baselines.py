@@ -194,3 +194,47 @@ def markdown(t: pd.DataFrame, sizes_note: str = "") -> str:
                      f"{'' if pd.isna(r.n) else int(r.n)} | {_fmt(r.chance, 2)} | {bound}{_fmt(r.cpu_s, 1)} | "
                      f"{bound}{_fmt(r.cpu_s_per_item, 3)} |")
     return "\n".join(lines) + "\n"
+
+
+def evaluate_task(task: str, inputs: dict, *, source: str, spec: dict, fields: dict, eval: dict, resumed: bool,
+                  log) -> tuple[pd.DataFrame, list[pd.DataFrame], dict]:
+    """One model, unmodified, on one benchmark task (rule baseline): its rows with n and 95% intervals
+    (:func:`with_counts`), its answers, and the job's cost (CPU seconds of the evaluation and of loading,
+    the questions scored). ``inputs``: the rule's ``probe`` (``source`` kv), ``sample`` (mmlu) or
+    ``manifest`` (suite). A stopped run's finished requests are reused: what they cost in that run is
+    added to this run's (``resumed``: whether this run found that run's state)."""
+    import time
+    from pathlib import Path
+
+    from ..evaluation.lm_eval_bridge import TaskSuite
+    from ..models import load_model
+    from ..probes.kv import parse_probe_task, probe_suite
+    from ..resume.store import reused_cost
+    from .run import evaluation_rows
+
+    start = time.process_time()
+    model = load_model(spec)
+    load_s = time.process_time() - start
+    if source == "kv":
+        # with the tokenizer: a probe whose values it makes prefixes of each other is refused here
+        suite = TaskSuite(extra=probe_suite([(*parse_probe_task(task), inputs["probe"])], tokenizer=model[1]))
+    elif source == "mmlu":
+        suite = TaskSuite(local_mmlu_dir=str(Path(inputs["sample"]).parent))
+    else:
+        suite = TaskSuite(local_suite_dir=str(Path(inputs["manifest"]).parent))
+    answers = []
+    start = time.process_time()
+    rows = evaluation_rows(spec, [task], [], eval, None, fields, model=model, suite=suite, answers=answers)
+    reused = reused_cost()
+    cpu_s = time.process_time() - start + reused["cpu_s"]
+    table = answers[0] if answers else None
+    rows, items = with_counts(rows, table), job_items(table)
+    for r in rows.itertuples():
+        log.info("%s %s %s = %.4f (n %s)", r.task, r.metric, r.filter, r.value, r.n)
+    log.info("%d questions in %.1f CPU s (%.3f s each); loading %.1f CPU s%s", items, cpu_s,
+             cpu_s / max(items, 1), load_s, f"; {reused['units']} units reused, {reused['cpu_s']:.1f} CPU s of "
+             f"them from the stopped run, {reused['unpriced_units']} of unknown cost" if reused["units"] else "")
+    cost = {"model": fields["model"], "task": task, "cpu_s": cpu_s, "items": items,
+            "cpu_s_per_item": cpu_s / items if items else None, "load_cpu_s": load_s, "resumed": resumed,
+            "reused_units": reused["units"], "unpriced_units": reused["unpriced_units"]}
+    return rows, answers, cost

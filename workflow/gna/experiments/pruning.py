@@ -207,3 +207,57 @@ def table1_layers(table: pd.DataFrame) -> list[int]:
     [] where none is (no fallback to other layers: Table 1's MMLU search is then n/a)."""
     crit = table[table.critical].sort_values(["mmlu_lost", "layer"], ascending=[False, True])
     return sorted(int(x) for x in crit.layer.head(2))
+
+
+def critical_result(individual: pd.DataFrame, minimal: dict, gradual: pd.DataFrame, gradual_answers: list[str],
+                    layer_answers: list[str], *, mmlu: list[str], knowledge: list[str], layers: list[int],
+                    depths: list[int], chance: float, collapse: float, knowledge_margin: float,
+                    knowledge_chance: float | None, log) -> dict:
+    """Fig. 3's choice (rule critical_layers): the critical layers (MMLU collapses beyond noise, knowledge
+    shown to stay), tested on each question's answer against the minimal model's, and Table 1's layers, as
+    the json the rule writes. ``individual``: every removal's rows; ``gradual_answers`` / ``layer_answers``: the
+    answers files of each depth in ``depths`` and of each removed layer in ``layers``."""
+    depth = minimal["minimal_depth"]
+    base_mmlu = float(metric_by(gradual, "depth", mmlu)[depth])
+    base_knowledge = float(metric_by(gradual, "depth", knowledge)[depth])
+    base_answers = _answers_file(gradual_answers[depths.index(depth)])
+    removed = {layer: _answers_file(f) for layer, f in zip(layers, layer_answers) if layer < depth}
+    verdicts = critical_table(individual, mmlu, knowledge, base_mmlu, base_knowledge, base_answers, removed,
+                              chance=chance, collapse=collapse, knowledge_margin=knowledge_margin,
+                              knowledge_chance=knowledge_chance)
+    critical, kept, undecided = critical_layers(verdicts), table1_layers(verdicts), undecided_layers(verdicts)
+    log.info("minimal model (depth %d): MMLU %.3f, knowledge %.3f\n%s\ncritical layers %s, Table 1 layers %s, "
+             "undecided %s", depth, base_mmlu, base_knowledge, verdicts.to_string(index=False), critical, kept,
+             undecided)
+    tested = {"critical_layers": critical, "table1_layers": kept, "undecided_layers": undecided,
+              "knowledge_within": float(verdicts.knowledge_margin.iloc[0]) if len(verdicts) else None,
+              "knowledge_floor": knowledge_floor(base_answers, knowledge), "minimal_depth": depth,
+              "fall": minimal.get("fall"), "candidates": minimal.get("candidates"), "base_mmlu": base_mmlu,
+              "base_knowledge": base_knowledge, "chance": chance, "collapse": collapse,
+              "knowledge_margin": knowledge_margin, "knowledge_chance": knowledge_chance, "test": "paired",
+              "layers": verdicts.to_dict(orient="records")}
+    if floor_note := below_floor(tested):
+        log.warning("%s (a drop where no answer changes): no layer can be shown to keep knowledge on this sample",
+                    floor_note)
+    return tested
+
+
+def _answers_file(path) -> pd.DataFrame:
+    return pd.read_csv(path, dtype={"item": str, "target": str})
+
+
+def minimal_result(gradual: pd.DataFrame, answer_paths: list[str], *, mmlu: list[str], depths: list[int],
+                   tolerance: float, log) -> dict:
+    """Fig. 2's choice (rule minimal_model): the minimal depth, judged on each question's answer (one answers
+    file per depth of ``depths``), the depths' table and the candidates around the fall, as the json the
+    rule writes."""
+    answers = {int(d): _answers_file(f) for d, f in zip(depths, answer_paths)}
+    depth = minimal_depth(gradual, mmlu, tolerance, answers=answers)
+    table, fall = depth_table(gradual, mmlu, tolerance, answers), fall_candidates(gradual, mmlu)
+    log.info("minimal depth %d (tolerance %.3f, paired intervals)\n%s\nlargest fall below depth %d (%.3f); "
+             "candidates %s", depth, tolerance, table.to_string(index=False), fall["fall"], fall["fall_drop"],
+             fall["candidates"])
+    return {"minimal_depth": depth, "tolerance": tolerance, "test": "paired",
+            "rule": "the smallest depth from which no depth's MMLU drop from the full model is beyond the "
+                    "tolerance by point estimate with its paired 95% interval wholly above zero", **fall,
+            "depths": table.to_dict(orient="records")}

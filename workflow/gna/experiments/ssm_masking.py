@@ -212,3 +212,32 @@ def export_mc_examples(task: str, suite, limit: int | None = None) -> list[dict]
     if not rows:
         raise ConfigError(f"task {task!r} produced no documents")
     return rows
+
+
+def masking_condition(mode: str, ga_path: str, task_paths: list[str], *, spec: dict, tasks: list[str],
+                      batch_size: int, named: dict | None, fields: dict,
+                      log: logging.Logger) -> tuple[pd.DataFrame, list[pd.DataFrame]]:
+    """One masking ``mode`` of rule ssm_masking: the SSM's G&A heads (``named``, else the scan's top ones
+    in the ranking's ``ga_path``) masked on the exported multiple-choice ``tasks`` (one file each, ``task_paths``), with the
+    job's provenance on every row."""
+    from ..jobs.script_job import config_hash, provenance
+    from ..models import load_model
+    from ..probes.kv import read_jsonl
+
+    model, tok = load_model(spec)
+    if named:
+        heads, how = named_ssm_heads(model, named), "named"
+    else:
+        heads, how = ssm_ga_heads(pd.read_csv(ga_path))
+    if how.startswith("fallback"):
+        log.warning("the scan classified no %s SSM head among its top ones: using the top-ranked SSM head of the "
+                    "earliest (Gather) / latest (Aggregate) layer among them", how.split(":")[1])
+    log.info("masking %s (%s)", heads, how)
+    examples = {t: read_jsonl(path) for t, path in zip(tasks, task_paths)}
+    answers = []
+    rows = masking_rows(model, tok, examples, heads, mode, batch_size, fields, answers=answers)
+    rows["selection"] = how
+    rows["config_hash"] = config_hash([spec, tasks, heads, mode, {t: len(v) for t, v in examples.items()}])
+    for k, v in provenance().items():
+        rows[k] = v
+    return rows, answers

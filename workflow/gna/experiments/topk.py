@@ -38,3 +38,29 @@ def k_list(shares: list[float], heads: int | None, model: str) -> list[int]:
                           "read it from (give k instead)")
     return list(dict.fromkeys(k_of_share(s, heads) for s in shares))
 
+
+
+def removal(ranking, k: int, draw: str, kv_path: str | None, *, spec: dict, tasks: list[str], fields: dict,
+            eval: dict, micro_data: str | None, kinds: list[str] | None = None, kv_probes: dict | None = None,
+            finish, log):
+    """One removal of rule topk_removal as a shared condition (:class:`gna.experiments.shared_conditions.Evaluation`):
+    the ranking's top ``k`` heads, or with ``draw`` (``-random<seed>``) k heads drawn with that seed among the
+    same kinds; with ``kinds`` k counts, and ranks among, those heads only (Zamba2's slide tables: attention).
+    ``kv_probes`` (the control's task name -> None, ``kv_path`` its probe file): the KV probe scored beside
+    the tasks."""
+    from .head_selection import random_heads, top_heads
+    from .shared_conditions import Evaluation
+
+    if draw:
+        heads = random_heads(ranking, k, int(draw.removeprefix("-random")), kinds=kinds)
+    else:
+        heads = top_heads(ranking, k, kinds=kinds)
+    log.info("removing %d %s heads%s: %s", len(heads), "random" if draw else "top",
+             f" ({'/'.join(kinds)} only)" if kinds else "", heads)
+    kv = dict(kv_probes or {})
+    return Evaluation(spec, tasks + list(kv), [{"ablate_heads": heads}],
+                      {**eval, "kv_probes": {name: kv_path for name in kv}} if kv else eval, micro_data,
+                      {**fields, "head_kinds": "/".join(kinds) if kinds else "all",
+                       "n_heads": int(len(ranking) if not kinds else ranking.kind.isin(kinds).sum()),
+                       "heads": " ".join(f"L{h[0]}H{h[1]}" for h in heads) or "none"},
+                      finish=finish)

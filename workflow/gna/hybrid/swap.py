@@ -67,3 +67,33 @@ def align_student(teacher: nn.Module, data, out_dir, steps: tuple[int, int], lr:
         distill(teacher, student, stage, data, steps[stage - 1], lr[stage - 1], Path(out_dir) / f"stage{stage}",
                 resume, max_tokens=budgets[stage - 1], seed=seed, save_every=save_every)
     return to_llamba(student).eval()
+
+
+def write_aligned_student(out_dir: str, teacher_input: str, tokens_dir: str | None, *, spec: dict, ckpt: str,
+                          steps: list | None, tokens: list | None, lr: list[float], state_size: int, chunk_size: int,
+                          data: dict, seed: int, micro_data: str | None, log) -> None:
+    """Rule align_student: :func:`align_student` on the teacher ``spec`` (``teacher_input`` its files, stamped
+    into the resumable checkpoint's key), its stream from ``data`` (``tokens_dir``: the web tokens, None on
+    micro data), written with the teacher's tokenizer and its budgets (``distill.json``) to ``out_dir`` at
+    once; the checkpoint removed after."""
+    import shutil
+
+    from ..io import atomic_path, write_json
+    from ..models import load_model
+    from .study.data import checkpoint_dir, input_stamp, make_stream, seq_len_of, stage_steps
+
+    teacher, tok = load_model(spec)
+    stream = make_stream(data, tok, micro_data, seed, purpose="align", shards=tokens_dir)
+    steps_cfg, tokens = list(steps or [None, None]), list(tokens or [None, None])
+    steps = tuple(stage_steps(steps_cfg[s], tokens[s], int(data.get("batch_size", 16)), seq_len_of(data))
+                  for s in (0, 1))
+    ckpt = checkpoint_dir(ckpt, {"teacher": spec, "lr": list(lr), "state_size": state_size, "chunk_size": chunk_size,
+                                 "data": data, "seed": seed, "inputs": input_stamp(teacher_input)})
+    log.info("aligning a Llamba to %s: steps %s, lr %s, state %d", spec["path"], steps, lr, state_size)
+    llamba = align_student(teacher, stream, ckpt, steps=steps, lr=tuple(lr), state_size=state_size,
+                           max_tokens=tuple(tokens), chunk_size=chunk_size, seed=seed)
+    with atomic_path(out_dir, directory=True) as tmp:
+        llamba.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        write_json({"steps": steps, "tokens": tokens, "lr": list(lr), "state_size": state_size}, tmp / "distill.json")
+    shutil.rmtree(ckpt, ignore_errors=True)

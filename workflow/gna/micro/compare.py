@@ -47,3 +47,25 @@ def compare_model_dirs(shipped: str | os.PathLike, retrained: str | os.PathLike)
         out[f"steps_{tag}"], out[f"stopped_{tag}"] = s.get("steps"), s.get("stopped")
         out[f"seconds_{tag}"], out[f"metrics_{tag}"] = s.get("seconds"), s.get("metrics")
     return out
+
+
+def comparison(models: list[str], retrained: list[str], data_dir: str | os.PathLike, shipped_dir: str | os.PathLike,
+               shipped_data: str | os.PathLike) -> tuple[dict, str]:
+    """The retrained micro models (``retrained``, one folder per name of ``models``) and task files
+    (``data_dir``) against the shipped ones, byte for byte: the json the rule writes, and its markdown."""
+    rows = [{"model": name, **compare_model_dirs(Path(shipped_dir) / name, path)}
+            for name, path in zip(models, retrained)]
+    data = [{"file": f.name, "identical": sha256_file(f) == sha256_file(Path(shipped_data) / f.name)}
+            for f in sorted(x for x in Path(data_dir).iterdir() if not x.name.startswith("."))]
+    lines = ["# Retrained micro models against the shipped ones", "",
+             "| model | identical | sha256 (shipped) | sha256 (retrained) | steps shipped / retrained | "
+             "max abs diff | same config |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {'yes' if r['identical'] else 'NO'} | `{(r['sha256_shipped'] or '-')[:16]}` | "
+                     f"`{(r['sha256_retrained'] or '-')[:16]}` | {r['steps_shipped']} / {r['steps_retrained']} | "
+                     f"{r.get('max_abs_diff', 0.0) if not r['identical'] else 0} | {r['same_config']} |")
+    lines += ["", f"Task files identical to data/micro/tasks: {sum(d['identical'] for d in data)} of {len(data)}"
+              + "".join(f"; {d['file']} differs" for d in data if not d["identical"]), "",
+              "Bytes match only with the same seed, config, library versions and kind of CPU; the versions "
+              "used are in each model's train_config.json."]
+    return {"models": rows, "data": data}, "\n".join(lines) + "\n"

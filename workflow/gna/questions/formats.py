@@ -134,3 +134,30 @@ def across_formats(rankings: pd.DataFrame, formats: list[str], top_k: int) -> pd
     out = out.sort_values(["worst_rank", "mean_rank", "layer", "kind", "head"]).reset_index(drop=True)
     out["rank"] = range(1, len(out) + 1)
     return out
+
+
+def format_rankings(probe_paths: list[str], *, spec: dict, formats: list[str], top_k: int, above_chance: float,
+                    batch_size: int, max_rows: int, model_name: str, log) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Rule probe_formats' scan job: the model's exact head ranking on each format's probe (``probe_paths``, in
+    the order of ``formats``), each tagged with its format, chance and probe file; and the ranking across the
+    formats scored above chance (:func:`across_formats`)."""
+    from ..io import sha256_file
+    from ..models import load_model
+    from ..probes.kv import read_jsonl
+    from ..probes.scoring import encode
+    from ..scan import scan
+
+    model, tok = load_model(spec)
+    parts = []
+    for fmt, path in zip(formats, probe_paths):
+        encoded = encode(read_jsonl(path), tok, name=path)
+        ranking, _ = scan(model, encoded, batch_size=batch_size, max_rows=max_rows, model_name=model_name,
+                          progress=False)
+        parts.append(ranking.assign(format=fmt, chance=1 / encoded.n_choices, probe=str(path),
+                                    probe_sha256=sha256_file(path)))
+        log.info("%s: baseline %.3f (chance %.3f); top heads\n%s", fmt, ranking.baseline_accuracy[0],
+                 1 / encoded.n_choices, ranking.head(5).to_string())
+    rankings = pd.concat(parts, ignore_index=True)
+    used = usable_formats(rankings, above_chance)
+    log.info("formats above chance: %s; rank correlations\n%s", used, rank_correlations(rankings).to_string())
+    return rankings, across_formats(rankings, used, top_k)

@@ -133,3 +133,28 @@ def minimal_sets(model: nn.Module, encoded: EncodedProbe, ranking: pd.DataFrame,
                          pool_rule=pool_rule, note="the candidate pool is empty"))
     return pd.DataFrame(rows)
 
+
+
+def study_tables(probe_path: str, ranking: pd.DataFrame, *, spec: dict, top: int, candidates: int,
+                 chance_margin: float, max_size: int, n_examples: int | None, batch_size: int, max_rows: int,
+                 model_name: str, log) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Rule head_pairs: the pairs of the ranking's ``top`` heads (:func:`pair_interactions`) and the smallest
+    head sets that take retrieval to chance over the candidate pool (:func:`minimal_sets`), on the probe's
+    first ``n_examples`` prompts (all where None)."""
+    from ..models import load_model
+    from ..probes.kv import read_jsonl
+    from ..probes.scoring import encode
+
+    model, tok = load_model(spec)
+    examples = read_jsonl(probe_path)
+    encoded = encode(examples[:n_examples or len(examples)], tok)
+    batching = dict(batch_size=batch_size, max_rows=max_rows)
+    baseline = score(model, encoded, batch_size=batch_size)
+    pairs = pair_interactions(model, encoded, ranking, top, model_name=model_name, baseline=baseline, **batching)
+    log.info("pairs of the top %d heads:\n%s", top, pairs.to_string())
+    pool, rule = candidate_pool(model, encoded, ranking, candidates, baseline, **batching)
+    log.info("candidate pool, %s: %s", rule, pool)
+    minimal = minimal_sets(model, encoded, ranking, pool, chance=1 / encoded.n_choices, margin=chance_margin,
+                           max_size=max_size, model_name=model_name, pool_rule=rule, baseline=baseline, **batching)
+    log.info("smallest sets:\n%s", minimal.to_string())
+    return pairs, minimal

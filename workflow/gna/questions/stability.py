@@ -89,3 +89,30 @@ def rank_intervals(heads: list, per_seed: dict, top_k: int, n_boot: int = N_BOOT
                             pooled_rank=rank, rank_low=low, rank_high=high, pooled_drop=est_acc,
                             pooled_margin_drop=est_margin, beyond_noise=noise))
     return out.assign(stable_k=k, stable=stable, n_prompts=len(base), n_seeds=len(seeds)).sort_values("pooled_rank")
+
+
+def seed_rankings(ranking_paths: list[str], probe_paths: list[str], *, spec: dict, seeds: list[int], top_k: int,
+                  batch_size: int, max_rows: int, log) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Rule ranking_seeds: each head's rank spread over the seeds' rankings (``ranking_paths``, the probes
+    they were made on ``probe_paths``, one per seed of ``seeds``), with its rank interval over prompts and
+    seeds (every ranked head ablated alone again on every seed's prompts); and the stable ranking."""
+    from ..io import sha256_file
+    from ..models import describe, load_model
+    from ..probes.kv import read_jsonl
+    from ..probes.scoring import encode
+    from .head_sets import ablate_sets
+
+    # the scan's own ranking carries no hash column: every seed's is taken from its probe file here
+    rankings = pd.concat([pd.read_csv(r).assign(probe_seed=s, probe=str(pr), probe_sha256=sha256_file(pr))
+                          for r, s, pr in zip(ranking_paths, seeds, probe_paths)], ignore_index=True)
+    spread = rank_spread(rankings, top_k)
+    model, tok = load_model(spec)
+    heads = [h for h in describe(model).heads() if h in set(zip(rankings.layer, rankings["head"], rankings.kind))]
+    per_seed = {s: ablate_sets(model, encode(read_jsonl(pr), tok), [[h] for h in heads], outcomes=True,
+                               batch_size=batch_size, max_rows=max_rows)[1] for s, pr in zip(seeds, probe_paths)}
+    spread = spread.merge(rank_intervals(heads, per_seed, top_k), on=["layer", "head", "kind"],
+                          how="left").sort_values("pooled_rank")
+    log.info("top-%d overlap over seeds %s: %.2f (min %.2f); %d heads beyond noise, stable %s\n%s", top_k, seeds,
+             spread.topk_overlap.iloc[0], spread.topk_overlap_min.iloc[0], int(spread.stable_k.iloc[0]),
+             bool(spread.stable.iloc[0]), spread.head(10).to_string())
+    return spread, stable_ranking(spread.sort_values(["mean_rank", "layer", "kind", "head"]).reset_index(drop=True))

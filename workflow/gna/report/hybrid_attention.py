@@ -3,6 +3,9 @@
 Top-k of the KV ranking among the attention heads (or all of them), with the unmodified model
 (k = 0) evaluated once and repeated for each mode, beside the published Zamba2 slide tables
 (``ablation_topk.csv``) through :func:`gna.report.heads.topk_table`.
+
+One concept at two layers: :mod:`gna.experiments.hybrid_attention` runs a condition, this module makes
+its table.
 """
 from __future__ import annotations
 

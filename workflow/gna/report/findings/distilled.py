@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ...probes.kv import is_probe_task
 from ..common import fmt_spread, near_chance
 from ..verdict import Part, t_interval
 from .hybrids import judged
@@ -49,7 +50,7 @@ def distillation(fig: Path, settings: dict | None = None, results: str | None = 
 
 def _paired(template: str | None, first, second, tasks) -> tuple | None:
     """The ``answers`` of :func:`.sampled.part` for two students (table rows, by their ``variant``): their
-    answers on ``tasks``, or on every probe seed's KV top-1 (``tasks`` "kv": the tasks kv_retrieval_s<seed>,
+    answers on ``tasks``, or on every probe seed's KV top-1 (``tasks`` "kv": its probe sets' tasks,
     metric top1, that the first kept), pooled; None where either kept none (an older result)."""
     if template is None or "variant" not in first or "variant" not in second:
         return None
@@ -57,7 +58,7 @@ def _paired(template: str | None, first, second, tasks) -> tuple | None:
     if a is None or b is None:
         return None
     if tasks == "kv":
-        kv = a[(a.metric == "top1") & a.task.astype(str).str.startswith("kv_retrieval_s")]
+        kv = a[(a.metric == "top1") & a.task.map(is_probe_task)]
         tasks = [(t, "top1") for t in sorted(set(kv.task))]
     return (a, b, tasks) if tasks else None
 
