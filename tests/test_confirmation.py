@@ -390,3 +390,25 @@ def test_the_confirmations_words_table_and_plot_come_from_the_fresh_parts():
     assert set(table.claim) == {"fig2", "fig3", "table1", "topk"}
     assert "capped by the budget or the caps" in text   # the parts the caps cut say the n they needed
     assert forest(table) is not None
+
+
+def test_the_findings_read_each_claims_fresh_answers_off_their_inputs_in_the_picks_order(tmp_path):
+    from gna.confirmation.report import read_judged
+
+    plan = pick(a_screen(), RULE, SETTINGS)
+    fresh = fresh_answers(plan, {"depth3": 0.25, "minimal-L1": 0.25})
+    (tmp_path / "pick.json").write_text(json.dumps(plan))
+    paths = []
+    for claim, part in plan["claims"].items():
+        if part["conditions"]:
+            paths.append(tmp_path / f"{claim}.answers.csv")
+            pd.concat([a.assign(condition=cid) for cid, a in fresh[claim].items()]).to_csv(paths[-1], index=False)
+    assert len(paths) > 1
+    judged = read_judged(["m"], [tmp_path / "pick.json"], paths)
+    assert list(judged["m"][1]) == [p.name.removesuffix(".answers.csv") for p in paths]
+    for claim, conditions in judged["m"][1].items():
+        assert set(conditions) == set(fresh[claim])
+        for cid, a in conditions.items():
+            assert a.value.tolist() == fresh[claim][cid].value.tolist()
+    with pytest.raises(ValueError, match="out of the picks' order"):
+        read_judged(["m"], [tmp_path / "pick.json"], paths[::-1])

@@ -76,3 +76,26 @@ def forest(table) -> object:
     from ..report.findings.table import figure
 
     return figure(table[COLUMNS])
+
+
+def read_judged(models: list[str], pick_paths: list[str], answer_paths: list[str]) -> dict:
+    """Model -> (its pick, claim -> condition -> its fresh answers), for :func:`findings_text` and
+    :func:`verdict_rows`: ``pick_paths`` one pick per model; ``answer_paths`` the fresh answers of every
+    claim a pick gives conditions, model by model in the pick's claim order (``<claim>.answers.csv``)."""
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+
+    files, judged = iter(answer_paths), {}
+    for model, path in zip(models, pick_paths):
+        plan, answers = json.loads(Path(path).read_text()), {}
+        for claim, part in plan["claims"].items():
+            if part["conditions"]:
+                f = next(files)
+                if Path(f).name != f"{claim}.answers.csv":
+                    raise ValueError(f"{f} is not {model}'s {claim} answers: the answers are out of the picks' order")
+                a = pd.read_csv(f)
+                answers[claim] = {cid: a[a.condition == cid] for cid in a.condition.unique()}
+        judged[model] = (plan, answers)
+    return judged

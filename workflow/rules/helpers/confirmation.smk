@@ -1,6 +1,8 @@
 # The confirmation stage's helpers and names (its rules: workflow/rules/confirmation.smk; the Snakefile
 # reads a step's helpers after common.smk and before the step rule files, as Snakemake's linter keeps a
 # rule file's functions in a file of their own).
+from functools import cache
+
 from gna.confirmation.budget import check_budget, worst_case
 from gna.external import archive_marker
 from gna.experiments.head_selection import KEEPING_CONDITIONS
@@ -27,8 +29,10 @@ def confirmation_rule(model):
             "seconds_per_item": c["seconds_per_item"][model]}
 
 
+@cache
 def confirmation_worst():
-    """Model -> the CPU core-hours its caps could cost at most (gna.confirmation.budget.worst_case)."""
+    """Model -> the CPU core-hours its caps could cost at most (gna.confirmation.budget.worst_case); the config
+    is fixed once parsed, so computed once."""
     return {m: worst_case(CONFIRMATION, m, n_layers(m), confirmation_claims(m), KV_ENDS,
                           len(random_draws("topk_removal"))) for m in CONFIRMATION.get("models", [])}
 
@@ -99,10 +103,9 @@ def confirmation_settings():
 
 
 def knowledge_chance():
-    from gna.confirmation.budget import KNOWLEDGE_CHANCE
-
-    tasks = [t[: -len(SUITE_SUFFIX)] for t in tasks_of("knowledge")]
-    return sum(KNOWLEDGE_CHANCE.get(t, 0.0) for t in tasks) / max(len(tasks), 1)
+    """The knowledge role's chance: its tasks' chances' mean (confirmation_chances)."""
+    chances, tasks = confirmation_chances(), tasks_of("knowledge")
+    return sum(chances[t] for t in tasks) / max(len(tasks), 1)
 
 
 def confirmation_chances():
