@@ -106,3 +106,30 @@ def test_no_issue_numbers_in_code():
             for p in (ROOT / base).rglob("*") if p.suffix in (".py", ".smk", ".md", ".yaml")
             for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert hits == []
+
+
+# A function one look holds (its docstring included); one that is a single sequential algorithm (a scan's
+# loop) may run longer where its docstring says so, in a line that starts "Long because".
+MAX_FUNCTION_LINES = 60
+LONG_BECAUSE = "Long because"
+
+
+def long_functions() -> dict[str, int]:
+    """Every library function past MAX_FUNCTION_LINES whose docstring gives no reason: "module:function" -> lines."""
+    import ast
+
+    out = {}
+    for p in GNA.rglob("*.py"):
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                doc = ast.get_docstring(node) or ""
+                if lines > MAX_FUNCTION_LINES and not any(l.strip().startswith(LONG_BECAUSE) for l in doc.splitlines()):
+                    out[f"{p.relative_to(GNA)}:{node.name}"] = lines
+    return out
+
+
+def test_no_function_past_what_one_look_holds():
+    over = long_functions()
+    assert over == {}, (f"functions over {MAX_FUNCTION_LINES} lines (split them by responsibility, or say in the "
+                        f"docstring, on a line starting {LONG_BECAUSE!r}, why one sequential algorithm needs it): {over}")
