@@ -2,7 +2,7 @@
 on one probe set per (pairs, probe seed) (kv_pairs.probe_seeds).
 
 The heads are the config's named ones (a role may have several) or the scan's top head in that role:
-classified so (kv_pairs.heads_by role), or by its pattern alone (pattern; gna.experiments.fig4_heads)."""
+classified so (kv_pairs.heads_by role), or by its pattern alone (pattern; gna.experiments.head_selection)."""
 
 import pandas as pd
 

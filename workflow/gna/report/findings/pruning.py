@@ -148,7 +148,8 @@ def _gradual_parts(g: pd.DataFrame, shape: _Shape, st: dict, chance: float, n: i
                   st["collapse"] * (full.mmlu - chance), effect("fig2_collapse").scaled(full.mmlu, chance),
                   answers=pairs(depth, minimal - 1), m=m)]
     fall = drop(full.mmlu, below.mmlu, n, pairs(depth, minimal - 1), m=m)
-    return parts, (f"; MMLU {fall.text} from the full model to {minimal - 1} layers" + (f" ({picked(m)})" if m > 1 else ""))
+    return parts, (f"; MMLU {fall.text} from the full model to {minimal - 1} layers"
+                   + (f" ({picked(m)})" if m > 1 else ""))
 
 
 def _gradual_evidence(g: pd.DataFrame, shape: _Shape, n: int | None, n_kn: int | None) -> str:

@@ -2,7 +2,7 @@
 top-k table), its positive control on the KV probe, and ARC-C in its two formats under the same removal.
 
 One concept at three layers: :mod:`gna.experiments.topk` sizes the removal and names its control,
-:mod:`gna.report.heads` makes the top-k tables, this module judges them.
+:mod:`gna.report.topk` makes the top-k tables, this module judges them.
 """
 from __future__ import annotations
 

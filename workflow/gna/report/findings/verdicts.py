@@ -11,6 +11,7 @@ import pandas as pd
 
 from ...config.schema import defaults_of
 from ..common import near_chance
+from ..verdict import Part, claim_verdict, evidence
 
 SETTING_KEYS = ("mmlu_chance", "tolerance", "collapse", "knowledge_tolerance", "knowledge_margin", "knowledge_chance",
                 "smallest_effect")
@@ -76,3 +77,8 @@ def judge(ok: bool, partly: bool = False) -> str:
     ``does not hold``. Only for a table without the questions' number (a hand-made table, arithmetic
     like the memory formula): a sampled one is judged on its intervals by :mod:`gna.report.verdict`."""
     return "holds" if ok else ("partly" if partly else "does not hold")
+
+
+def judged(parts: list[Part], n_text: str) -> tuple[str, str]:
+    """(verdict, evidence) of a claim's parts, by :mod:`gna.report.verdict`."""
+    return claim_verdict(parts), f"; n = {n_text}; {evidence(parts)}"

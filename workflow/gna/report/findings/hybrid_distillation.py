@@ -1,5 +1,9 @@
 """Findings on the follow-up's hybrid distillation: KV retrieval with the top heads kept, knowledge
 and perplexity as heads are kept, the ranked heads against random ones, and KV by SSM state.
+
+The claim-checks layer of the experiment ``hybrid_distillation``. One concept at two layers:
+:mod:`gna.report.hybrid_distillation` makes its tables and figure, this module judges them (the students
+are :mod:`gna.hybrid`'s).
 """
 from __future__ import annotations
 
@@ -9,10 +13,9 @@ import pandas as pd
 
 from ..common import fmt_spread, near_chance
 from ..verdict import Part, t_interval
-from .hybrids import judged
 from .paper import effect
 from .sampled import n_of, part, read_answers
-from .verdicts import judge, knowledge_line, not_applicable, read_table, with_settings
+from .verdicts import judge, judged, knowledge_line, not_applicable, read_table, with_settings
 
 
 def _kv_n(st: dict, rows: pd.DataFrame) -> int | None:
