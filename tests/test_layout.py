@@ -139,3 +139,21 @@ def test_no_function_past_what_one_look_holds():
 def test_the_function_length_check_reads_its_reasons():
     assert SAYS_WHY.search("Does x.\n\n    Over 60 lines by this docstring only: the loop is one batch's chunks.")
     assert not SAYS_WHY.search("Over 60 lines:") and not SAYS_WHY.search("Does x; over 60 lines: why")
+
+
+# -- an experiment's library code, layered (docs/library.md, Layout) -----------------------------
+
+def test_every_claim_check_is_in_the_findings_package():
+    """A findings section the rule files declare names a function of gna.report.findings: an
+    experiment's claim checks are its module there, not beside its computation."""
+    sections = [m for p in RULES.glob("*.smk")
+                for m in re.findall(r"""Section\(\s*\d+\s*,\s*["']([\w.]+):\w+["']""", p.read_text())]
+    assert sections and [m for m in sections if not m.startswith("gna.report.findings.")] == []
+
+
+def test_tables_and_figures_are_drawn_in_the_report_package_only():
+    """The computation layers (experiments, questions, hybrid) write rows; what draws or tabulates them for
+    a reader (matplotlib) is gna.report's."""
+    drawing = [str(p.relative_to(GNA)) for pkg in ("experiments", "questions", "hybrid") for p in (GNA / pkg).rglob("*.py")
+               if re.search(r"^\s*(?:import|from)\s+matplotlib", p.read_text(), re.M)]
+    assert drawing == []
