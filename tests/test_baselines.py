@@ -12,6 +12,7 @@ from gna.errors import ConfigError
 from gna.evaluation import local_suite
 from gna.evaluation.binomial import clopper_pearson
 from gna.experiments import baselines as B
+from gna.report import baselines as baselines_table
 
 ROOT = Path(__file__).resolve().parents[1]
 # (task, metric, filter) -> (right answers, n); LAMBADA's perplexity below, apart
@@ -50,7 +51,7 @@ def costs(model="smollm2-135m", tasks=None):
 
 
 def test_the_knowledge_means_keep_acc_and_acc_norm_apart_and_leave_winogrande_out_of_acc_norm():
-    t = B.table(job_rows(), costs()).set_index(["task", "metric", "filter"])
+    t = baselines_table.table(job_rows(), costs()).set_index(["task", "metric", "filter"])
     knowledge = [t for t in local_suite.TASKS if t.removesuffix("_local") in local_suite.KNOWLEDGE]
     acc = [COUNTS[(k, "acc", "none")] for k in knowledge]
     norm = [COUNTS[(k, "acc_norm", "none")] for k in knowledge if k != "winogrande_local"]
@@ -61,18 +62,18 @@ def test_the_knowledge_means_keep_acc_and_acc_norm_apart_and_leave_winogrande_ou
     # the acc_norm mean does not move with WinoGrande's acc: it is not stood in for
     other = dict(COUNTS)
     other[("winogrande_local", "acc", "none")] = (1200, 1267)
-    u = B.table(job_rows(counts=other), costs()).set_index(["task", "metric", "filter"])
+    u = baselines_table.table(job_rows(counts=other), costs()).set_index(["task", "metric", "filter"])
     assert u.loc[("knowledge_mean", "acc_norm", "none"), "value"] == t.loc[("knowledge_mean", "acc_norm", "none"),
                                                                            "value"]
     assert u.loc[("knowledge_mean", "acc", "none"), "value"] > t.loc[("knowledge_mean", "acc", "none"), "value"]
     # a knowledge task missing its acc_norm: no acc_norm mean, the acc mean stays
     partial = {k: v for k, v in COUNTS.items() if k != ("piqa_local", "acc_norm", "none")}
-    means = B.table(job_rows(counts=partial), costs()).query("task == 'knowledge_mean'")
+    means = baselines_table.table(job_rows(counts=partial), costs()).query("task == 'knowledge_mean'")
     assert list(means.metric) == ["acc"]
 
 
 def test_each_task_has_its_interval_chance_and_cpu_per_question_and_a_mean_sums_its_tasks_cpu():
-    t = B.table(job_rows(), costs()).set_index(["task", "metric", "filter"])
+    t = baselines_table.table(job_rows(), costs()).set_index(["task", "metric", "filter"])
     for key, (k, n) in COUNTS.items():
         got = (t.loc[key, "n"], t.loc[key, "ci_low"], t.loc[key, "ci_high"])
         assert got == pytest.approx((n, *clopper_pearson(k, n)))
@@ -89,7 +90,7 @@ def test_each_task_has_its_interval_chance_and_cpu_per_question_and_a_mean_sums_
     assert mean.cpu_s == pytest.approx(sum(CPU[k] for k in knowledge))
     assert mean.cpu_s_per_item == pytest.approx(mean.cpu_s / mean.n)
     assert mean.ci_low < mean.value < mean.ci_high and mean.ci_high - mean.ci_low < 0.05
-    md = B.markdown(B.table(job_rows(), costs()))
+    md = baselines_table.markdown(baselines_table.table(job_rows(), costs()))
     assert "| smollm2-135m | knowledge_mean | acc_norm | none |" in md and "WinoGrande" in md
 
 
@@ -98,12 +99,12 @@ def test_a_cpu_time_that_misses_a_stopped_runs_work_is_shown_as_a_lower_bound():
     c[("smollm2-135m", "piqa_local")].update(resumed=True, reused_units=3, unpriced_units=0)   # all counted
     c[("smollm2-135m", "hellaswag_local")].update(resumed=True, reused_units=3, unpriced_units=1)
     c[("smollm2-135m", "kv_n10")].update(resumed=True)   # written before reused units were counted
-    t = B.table(job_rows(), c).set_index(["task", "metric", "filter"])
+    t = baselines_table.table(job_rows(), c).set_index(["task", "metric", "filter"])
     complete = t.cpu_s_complete.groupby(level="task").all()
     assert complete["piqa_local"] and complete["arc_easy_local"]
     assert not complete["hellaswag_local"] and not complete["kv_n10"]
     assert not complete["knowledge_mean"]    # a sum with a lower bound in it
-    md = B.markdown(t.reset_index()).splitlines()
+    md = baselines_table.markdown(t.reset_index()).splitlines()
     row = next(line for line in md if "| hellaswag_local | acc |" in line)
     assert row.endswith(f"| >={CPU['hellaswag_local']:.1f} | >={CPU['hellaswag_local'] / 500:.3f} |")
     assert ">=" not in next(line for line in md if "| piqa_local | acc |" in line)
@@ -116,15 +117,15 @@ def test_bbh_is_its_groups_row_with_the_jobs_cost_and_its_subtasks_stay_in_the_j
                                              ("bbh_local::bbh_cot_fewshot_snarks_local", 0.5, 4),
                                              ("bbh_local", 0.375, 8))])
     c = {**costs(), ("smollm2-135m", "bbh_local"): {"cpu_s": 80.0, "items": 8}}
-    t = B.table(pd.concat([job_rows(), group], ignore_index=True), c)
+    t = baselines_table.table(pd.concat([job_rows(), group], ignore_index=True), c)
     bbh = t[t.task.str.startswith("bbh")]
     assert list(bbh.task) == ["bbh_local"] and bbh.n.iloc[0] == 8 and bbh.cpu_s_per_item.iloc[0] == 10.0
-    assert "BBH: its group's score" in B.markdown(t)
+    assert "BBH: its group's score" in baselines_table.markdown(t)
 
 
 def test_a_job_without_its_cost_is_refused():
     with pytest.raises(ValueError, match="kv_n10"):
-        B.table(job_rows(), costs(tasks=[t for t in CPU if t != "kv_n10"]))
+        baselines_table.table(job_rows(), costs(tasks=[t for t in CPU if t != "kv_n10"]))
 
 
 def test_n_and_the_interval_of_a_probe_are_counted_from_its_answers():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from gna.report import head_ranking, heatmaps, heads, pruning
+from gna.report import head_scan, heatmaps, heads, pruning
 from gna.report.missing_metadata import quiet_missing_metadata
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +39,7 @@ def test_kv_pairs_and_layers_kept_have_whole_number_ticks():
 def test_head_ranking_labels_are_explained():
     ga = pd.DataFrame([dict(model="m", rank=i + 1, layer=1, head=i, kind=k, drop=0.1, role="-", baseline_accuracy=0.9)
                        for i, k in enumerate(("attention", "mamba2"))])
-    fig = head_ranking.draw({"m": ga})
+    fig = head_scan.draw({"m": ga})
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["L1A0", "L1M1"]
     assert "L3A2 = attention head 2 and L3M2 = SSM (Mamba) head 2" in texts(fig)
 

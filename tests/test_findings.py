@@ -5,11 +5,11 @@ carry mean and spread (top-k with its random control, Fig. 4 over probe seeds, p
 import pandas as pd
 import pytest
 
-from gna.report import common, heads, hybrid_distillation, layer_swap, ssm_masking
+from gna.report import common, heads, hybrid_distillation, layer_swap, ssm_masking, topk
+from gna.report.findings import head_scan as head_scan_findings
 from gna.report.findings import heads as head_findings
 from gna.report.findings import topk as topk_findings
-from gna.report.findings import distilled as distillation_findings
-from gna.report.findings import hybrids as hybrid_findings
+from gna.report.findings import hybrid_distillation as distillation_findings
 from gna.report.findings import pruning as pruning_findings
 
 
@@ -175,19 +175,19 @@ def tidy(model, k, scores, selection="ranked", draw=None, n_heads=24):
 
 
 def test_topk_table_puts_the_random_mean_and_min_max_beside_ranked(monkeypatch):
-    monkeypatch.setattr(heads, "published", lambda name: pd.DataFrame(columns=["model", "heads_removed", "metric",
-                                                                               "value"]))
+    monkeypatch.setattr(topk, "published", lambda name: pd.DataFrame(columns=["model", "heads_removed", "metric",
+                                                                              "value"]))
     rows = (tidy("m", 0, {"micro_mmlu": 0.9, "micro_swde": 1.0}) + tidy("m", 1, {"micro_mmlu": 0.4, "micro_swde": 0.1})
             + tidy("m", 1, {"micro_mmlu": 0.8, "micro_swde": 0.9}, "random", 1)
             + tidy("m", 1, {"micro_mmlu": 0.7, "micro_swde": 0.6}, "random", 2)
             + tidy("m", 1, {"micro_mmlu": 0.9, "micro_swde": 0.9}, "random", 3))
-    table = heads.topk_table({"m": pd.DataFrame(rows)}, {"mmlu": ["micro_mmlu"], "swde": ["micro_swde"]}, {}, "x")
+    table = topk.topk_table({"m": pd.DataFrame(rows)}, {"mmlu": ["micro_mmlu"], "swde": ["micro_swde"]}, {}, "x")
     assert list(table.k) == [0, 1] and table.heads_pct.tolist() == pytest.approx([0, 100 / 24])
     r = table.set_index("k").loc[1]
     assert r.mmlu == pytest.approx(40) and r.random_draws == 3
     assert (r.random_mmlu, r.random_mmlu_min, r.random_mmlu_max) == pytest.approx((80, 70, 90))
     assert (r.random_swde, r.random_swde_min, r.random_swde_max) == pytest.approx((80, 60, 90))
-    md = heads.topk_markdown(table)
+    md = topk.topk_markdown(table)
     assert md.set_index("k").loc[1, "random_swde"] == "80.0 [60.0, 90.0]"
 
 
@@ -295,12 +295,12 @@ def test_redundancy_compares_the_same_share_of_each_models_heads(tmp_path):
     for name, df in (("att", att), ("ssm", ranking("ssm", "mamba2", [0.3, 0.2, 0.2, 0.2] + [0.0] * 36, 8))):
         df.to_csv(tmp_path / f"{name}.csv", index=False)
         paths[name] = tmp_path / f"{name}.csv"
-    r = one(head_findings.redundancy(tmp_path, rankings=paths))
+    r = one(head_scan_findings.redundancy(tmp_path, rankings=paths))
     # the SSM's top head matters less (0.3 < 0.5), but its top 10% of heads carry more (0.9 > 0.6)
     assert r["verdict"] == "partly"
     assert "att 0.60 (2 of 20 heads, 4 per layer)" in r["evidence"] and "ssm 0.90 (4 of 40 heads" in r["evidence"]
     ranking("ssm", "mamba2", [0.2, 0.1, 0.1, 0.1] + [0.0] * 36, 8).to_csv(paths["ssm"], index=False)
-    assert one(head_findings.redundancy(tmp_path, rankings=paths))["verdict"] == "holds"
+    assert one(head_scan_findings.redundancy(tmp_path, rankings=paths))["verdict"] == "holds"
 
 
 # --- on a sampled benchmark: n, intervals, and "not resolved" within them -----------------------

@@ -19,8 +19,8 @@ from gna.models import describe
 from gna.models.tiny import build_tiny_model
 from gna.probes.scoring import encode, score
 from gna.report import findings, hybrid_distillation
-from gna.report.findings import distilled as distillation_findings
-from gna.report.findings import hybrids as hybrid_findings
+from gna.report.findings import hybrid_attention, layer_swap, ssm_masking
+from gna.report.findings import hybrid_distillation as distillation_findings
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ROOT / "data/micro/tasks"
@@ -163,7 +163,7 @@ def test_hybrid_tables_put_the_published_rows_under_ours_and_findings_read_them(
     assert list(heads.columns[5:8]) == ["arc_easy", "piqa", "knowledge_avg"]  # knowledge first, then retrieval
     assert list(state[state.source == "paper"].kv_retrieval) == [72.6, 99.3]
     assert (f / "h.png").stat().st_size > 0
-    found = {r["claim"].split(":")[1][:30]: r for r in findings.distilled.distillation(f)}
+    found = {r["claim"].split(":")[1][:30]: r for r in findings.hybrid_distillation.distillation(f)}
     assert len(found) == 5 and all(r["verdict"] in ("holds", "partly", "does not hold") for r in found.values())
     kv = next(r for r in found.values() if "KV 13.2%" in r["claim"])
     assert kv["verdict"] == "holds" and "k=0 13.0" in kv["evidence"]
@@ -175,5 +175,5 @@ def test_hybrid_tables_put_the_published_rows_under_ours_and_findings_read_them(
     assert "top-1 over the vocabulary" in kv["evidence"] and "multiple choice over the values k=0 56.5" in kv["evidence"]
     assert "kv_mc" in (f / "hybrid_heads.md").read_text() and "top-1" in (f / "hybrid_heads.md").read_text()
     nothing = tmp_path / "nothing"
-    assert [check(nothing) for check in (hybrid_findings.ssm_masking, hybrid_findings.hybrid_attention,
-                                         hybrid_findings.layer_swap, distillation_findings.distillation)] == [[], [], [], []]
+    assert [check(nothing) for check in (ssm_masking.ssm_masking, hybrid_attention.hybrid_attention,
+                                         layer_swap.layer_swap, distillation_findings.distillation)] == [[], [], [], []]

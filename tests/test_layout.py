@@ -106,3 +106,54 @@ def test_no_issue_numbers_in_code():
             for p in (ROOT / base).rglob("*") if p.suffix in (".py", ".smk", ".md", ".yaml")
             for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert hits == []
+
+
+# A function one look holds (its docstring included); one that is a single sequential algorithm (a scan's
+# loop, a method's steps in order) may run longer where its docstring says why, on a line of the form
+# "Over 60 lines ...: <the reason>".
+MAX_FUNCTION_LINES = 60
+SAYS_WHY = re.compile(rf"^\s*Over {MAX_FUNCTION_LINES} lines[^:]*:\s*\S", re.M)
+
+
+def long_functions() -> dict[str, int]:
+    """Every library function past MAX_FUNCTION_LINES whose docstring says not why: "module:function" -> lines."""
+    import ast
+
+    out = {}
+    for p in GNA.rglob("*.py"):
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES and not SAYS_WHY.search(ast.get_docstring(node) or ""):
+                    out[f"{p.relative_to(GNA)}:{node.name}"] = lines
+    return out
+
+
+def test_no_function_past_what_one_look_holds():
+    over = long_functions()
+    assert over == {}, (f"functions over {MAX_FUNCTION_LINES} lines (split them by responsibility, or say why one "
+                        f"sequential algorithm needs them in a docstring line 'Over {MAX_FUNCTION_LINES} lines ...: "
+                        f"<why>'): {over}")
+
+
+def test_the_function_length_check_reads_its_reasons():
+    assert SAYS_WHY.search("Does x.\n\n    Over 60 lines by this docstring only: the loop is one batch's chunks.")
+    assert not SAYS_WHY.search("Over 60 lines:") and not SAYS_WHY.search("Does x; over 60 lines: why")
+
+
+# -- an experiment's library code, layered (docs/library.md, Layout) -----------------------------
+
+def test_every_claim_check_is_in_the_findings_package():
+    """A findings section the rule files declare names a function of gna.report.findings: an
+    experiment's claim checks are its module there, not beside its computation."""
+    sections = [m for p in RULES.glob("*.smk")
+                for m in re.findall(r"""Section\(\s*\d+\s*,\s*["']([\w.]+):\w+["']""", p.read_text())]
+    assert sections and [m for m in sections if not m.startswith("gna.report.findings.")] == []
+
+
+def test_tables_and_figures_are_drawn_in_the_report_package_only():
+    """The computation layers (experiments, questions, hybrid) write rows; what draws or tabulates them for
+    a reader (matplotlib) is gna.report's."""
+    drawing = [str(p.relative_to(GNA)) for pkg in ("experiments", "questions", "hybrid") for p in (GNA / pkg).rglob("*.py")
+               if re.search(r"^\s*(?:import|from)\s+matplotlib", p.read_text(), re.M)]
+    assert drawing == []

@@ -9,8 +9,8 @@ import torch
 
 from gna.evaluation.items import own_rows, scored_rows
 from gna.evaluation.paired import newcombe_paired
-from gna.report.findings import distilled as distillation_findings
-from gna.report.findings import hybrids as hybrid_findings
+from gna.report.findings import hybrid_attention, layer_swap, row_sweep, ssm_masking
+from gna.report.findings import hybrid_distillation as distillation_findings
 from gna.report.findings.sampled import level_z
 
 N = 200
@@ -59,13 +59,13 @@ def test_the_ssm_masking_parts_pair_the_modes_answers(tmp_path):
                        selection="classified") for c, v in kept.items()]).to_csv(tmp_path / "ssm_masking.csv",
                                                                                  index=False)
     template = str(tmp_path / "answers" / "{model}" / "{mode}.answers.csv")
-    (r,) = hybrid_findings.ssm_masking(tmp_path, ST, answers=template, tasks={"mmlu": ["t_mmlu"]})
+    (r,) = ssm_masking.ssm_masking(tmp_path, ST, answers=template, tasks={"mmlu": ["t_mmlu"]})
     full = part_text(r["evidence"], "MMLU's fall fully masked")
     assert shows(full, 0.45, (90, 90, 0, 20)) and "n 200; paired" in full
     pattern = part_text(r["evidence"], "MMLU's fall with the pattern kept")
     assert shows(pattern, 0.02, (170, 10, 6, 14)) and "paired" in pattern and "unpaired" not in r["evidence"]
     # without the answers (an older run): unpaired, and it says why
-    (r,) = hybrid_findings.ssm_masking(tmp_path, ST)
+    (r,) = ssm_masking.ssm_masking(tmp_path, ST)
     assert "unpaired; no per-item answers kept" in part_text(r["evidence"], "MMLU's fall fully masked")
 
 
@@ -79,7 +79,7 @@ def test_the_row_sweep_pairs_its_conditions_from_one_answers_file(tmp_path):
                  drop=100 * (sum(conds["none"]) - sum(v)) / N) for c, v in conds.items()]
     pd.DataFrame(rows).to_csv(tmp_path / "row_sweep.csv", index=False)
     template = str(tmp_path / "answers" / "{model}" / "{head_set}.answers.csv")
-    (r,) = hybrid_findings.row_sweep(tmp_path, {}, answers=template, tasks={"mmlu": ["t_mmlu"]})
+    (r,) = row_sweep.row_sweep(tmp_path, {}, answers=template, tasks={"mmlu": ["t_mmlu"]})
     fall = part_text(r["evidence"], "the answer row's MMLU fall")
     assert shows(fall, 0.60, (60, 120, 0, 20)) and "paired" in fall
     # option_values (right on 20..119) against the answer row (right on 0..59): 40 both, 60 and 20 apart
@@ -96,7 +96,7 @@ def test_the_hybrid_attention_parts_pair_the_unmodified_models_answers_with_all_
                   dict(model="z", mode="ablate", k=8, heads_masked="all 8", mmlu=25.0, knowledge=94.0)]).to_csv(
         tmp_path / "hybrid_attention.csv", index=False)
     template = str(tmp_path / "ha" / "{model}" / "{mode}-k{k}.answers.csv")
-    (r,) = hybrid_findings.hybrid_attention(tmp_path, ST, answers=template,
+    (r,) = hybrid_attention.hybrid_attention(tmp_path, ST, answers=template,
                                             tasks={"mmlu": ["t_mmlu"], "knowledge": ["t_kn"]},
                                             base_answers={"z": str(tmp_path / "topk" / "z" / "k0.answers.csv")})
     assert shows(part_text(r["evidence"], "MMLU's fall"), 0.65, (50, 130, 0, 20))
@@ -112,7 +112,7 @@ def test_the_layer_swaps_best_layer_is_paid_for_its_pick_and_paired(tmp_path):
     # the best layer (L2): the 50 the student had and 40 more
     write(table({"t_mmlu": right(90), "t_kn": right(180)}), tmp_path / "t" / "layer2.answers.csv")
     pd.DataFrame(rows).to_csv(tmp_path / "layer_swap.csv", index=False)
-    (r,) = hybrid_findings.layer_swap(tmp_path, ST, answers=str(tmp_path / "{teacher}" / "{condition}.answers.csv"),
+    (r,) = layer_swap.layer_swap(tmp_path, ST, answers=str(tmp_path / "{teacher}" / "{condition}.answers.csv"),
                                       tasks={"mmlu": ["t_mmlu"], "knowledge": ["t_kn"]})
     gain = part_text(r["evidence"], "MMLU's gain")
     assert shows(gain, 0.20, (50, 40, 0, 110), z=level_z(3)) and "the extreme of 3, Bonferroni-adjusted" in gain

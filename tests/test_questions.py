@@ -371,7 +371,7 @@ def test_paper_dag_and_plan_carry_the_open_questions():
 
 
 def test_findings_verdicts_of_the_open_questions(tmp_path):
-    from gna.questions.answers import open_questions
+    from gna.report.findings.open_questions import open_questions
 
     assert open_questions(tmp_path) == []  # a study without the experiments: no rows
     pair = dict(model="m", head_a="L1H0", head_b="L2H0", interaction=-0.01, interaction_low=-0.05,

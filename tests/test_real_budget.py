@@ -12,7 +12,7 @@ import yaml
 
 from gna.config.schema import with_defaults
 from gna.errors import ConfigError
-from gna.experiments.fig4_heads import pattern_head
+from gna.experiments.head_selection import pattern_head
 from gna.experiments.topk import k_list, k_of_share
 from gna.plan import dag_jobs
 from gna.plan.cpu_hours import budget_lines, check_budget, cpu_hours

@@ -12,8 +12,8 @@ from gna.experiments.row_sweep import position_sets, prompt_position_sets, row_m
 from gna.interventions import head_set, mask_head_rows, mask_last_row
 from gna.models import describe, load_model
 from gna.models.tiny import build_tiny_model
-from gna.report import findings
-from gna.report.findings import hybrids as _hybrids  # noqa: F401  (findings.hybrids, run alone too)
+from gna.report.findings import hybrid_attention as hybrid_attention_findings
+from gna.report.findings import row_sweep as row_sweep_findings
 from gna.report.row_sweep import sweep_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,7 +127,7 @@ def test_the_finding_says_where_each_head_set_aggregates(tmp_path):
     rows = (_sweep("m", "attention", [0.905, 0.89, 0.23, 0.895, 0.895, 0.905, 0.255])
             + _sweep("m", "ssm", [0.905, 0.26, 0.325, 0.82, 0.46, 0.195, 0.22]))
     sweep_table(pd.DataFrame(rows)).to_csv(tmp_path / "row_sweep.csv", index=False)
-    found = {r["claim"].split(" heads")[0].split("the ")[-1]: r for r in findings.hybrids.row_sweep(tmp_path)}
+    found = {r["claim"].split(" heads")[0].split("the ")[-1]: r for r in row_sweep_findings.row_sweep(tmp_path)}
     assert found["attention"]["verdict"] == "does not hold"
     assert "aggregate at option_values (-67.5); the answer row costs 1.5" in found["attention"]["evidence"]
     # the SSM heads: the answer row costs most (-64.5), but option_values (-58.0) lies within its interval
@@ -137,6 +137,6 @@ def test_the_finding_says_where_each_head_set_aggregates(tmp_path):
     pd.DataFrame([dict(model="m", mode="last_row", k=0, heads_masked="0", mmlu=90.5, knowledge=99.0),
                   dict(model="m", mode="last_row", k=8, heads_masked="all", mmlu=89.0, knowledge=99.0)]
                  ).to_csv(tmp_path / "hybrid_attention.csv", index=False)
-    (last_row,) = findings.hybrids.hybrid_attention(tmp_path)
+    (last_row,) = hybrid_attention_findings.hybrid_attention(tmp_path)
     assert "aggregating at option_values instead" in last_row["evidence"]
-    assert findings.hybrids.row_sweep(tmp_path / "none") == []
+    assert row_sweep_findings.row_sweep(tmp_path / "none") == []

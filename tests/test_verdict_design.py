@@ -11,8 +11,8 @@ import pytest
 from gna.evaluation.paired import newcombe_paired
 from gna.report import findings
 from gna.report.findings import heads as head_findings
-from gna.report.findings import distilled as distillation_findings
-from gna.report.findings import hybrids as hybrid_findings
+from gna.report.findings import hybrid_attention as hybrid_attention_findings
+from gna.report.findings import hybrid_distillation as distillation_findings
 from gna.report.findings import sampled
 from gna.report.findings import topk as topk_findings
 from gna.report.findings.verdicts import knowledge_line, with_settings
@@ -184,10 +184,10 @@ def test_one_config_key_sets_the_knowledge_margin_of_every_section_that_judges_k
     pd.DataFrame([dict(model="z", mode="ablate", k=0, mmlu=90.0, knowledge=90.0, heads_masked=0),
                   dict(model="z", mode="ablate", k=8, mmlu=30.0, knowledge=89.0, heads_masked=8)]).to_csv(
         tmp_path / "hybrid_attention.csv", index=False)
-    r = hybrid_findings.hybrid_attention(tmp_path, st)[0]
+    r = hybrid_attention_findings.hybrid_attention(tmp_path, st)[0]
     assert "vs < 0.18 " in part_text(r["evidence"], "knowledge's fall")
     # no sampled knowledge part anywhere reads the point checks' knowledge_tolerance
-    source = "".join(Path(m.__file__).read_text() for m in (topk_findings, hybrid_findings, head_findings))
+    source = "".join(Path(m.__file__).read_text() for m in (topk_findings, hybrid_attention_findings, head_findings))
     assert not re.search(r"part\([^)]*knowledge_tolerance", source, re.S)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from gna.report.findings import heads as head_findings
 from gna.report.findings import topk as topk_findings
-from gna.report.findings import hybrids as hybrid_findings
+from gna.report.findings import head_scan, hybrid_attention, layer_swap, row_sweep, ssm_masking
 from gna.report.findings import inference_memory, paper, pruning, sampled
 from gna.report.verdict import Part, claim_verdict
 
@@ -87,7 +87,7 @@ def test_topk_at_n_91_cannot_refute_the_papers_effect(tmp_path):
 
 USERS = [sampled, pruning.gradual, pruning.individual, head_findings.head_keeping, head_findings._keeping_parts,
          head_findings._paper_table1, head_findings.kv_pairs, topk_findings.topk, topk_findings._topk_parts,
-         head_findings.redundancy, hybrid_findings, inference_memory]
+         head_scan.redundancy, ssm_masking, hybrid_attention, row_sweep, layer_swap, inference_memory]
 
 
 def test_every_paper_effect_the_verdicts_use_is_a_row_of_the_table_with_its_source():

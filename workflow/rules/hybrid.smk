@@ -375,7 +375,7 @@ EXPERIMENT_REGISTRY.declare(
     batched={"layer_swap": lambda wc: ()},
     plan={"layer_swap": Estimator("gna.plan.job_estimates:swapped_layer", experiment="layer_swap"),
           "align_student": Estimator("gna.plan.job_estimates:aligned_student", experiment="layer_swap")},
-    findings=[Section(60, "gna.report.findings.hybrids:layer_swap",
+    findings=[Section(60, "gna.report.findings.layer_swap:layer_swap",
                       {"answers": "results/layer_swap/{teacher}/{condition}.answers.csv",
                        "tasks": {"mmlu": tasks_of("mmlu"), "knowledge": tasks_of("knowledge")}})],
 )
@@ -403,7 +403,7 @@ EXPERIMENT_REGISTRY.declare(
           "evaluate_hybrid": Estimator("gna.plan.job_estimates:distilled_student", experiment="hybrid_distillation"),
           "distill_tokens": Estimator("gna.plan.job_estimates:tokenized_data")},
     # each random student's KV score from its result table: ranked vs random judged with the draw as the unit
-    findings=[Section(61, "gna.report.findings.distilled:distillation",
+    findings=[Section(61, "gna.report.findings.hybrid_distillation:distillation",
                       {"results": f"results/hybrid/{DISTILL['teacher']}/{{variant}}.csv" if DISTILL else None,
                        "seeds": list((DISTILL or {}).get("random_seeds") or []),
                        "state_size": (DISTILL or {}).get("state_size"),

@@ -66,7 +66,7 @@ EXPERIMENT_REGISTRY.declare(
     plan={"hybrid_attention": Estimator("gna.plan.job_estimates:evaluation",
                                         {"roles": ["mmlu", "retrieval", "knowledge"]})},
     # k = 0's answers: beside the file hybrid_attention_files reads its row from (top-k removal's k0, or its own)
-    findings=[Section(51, "gna.report.findings.hybrids:hybrid_attention",
+    findings=[Section(51, "gna.report.findings.hybrid_attention:hybrid_attention",
                       {"answers": HYBRID_ATTENTION_ANSWERS,
                        "tasks": {"mmlu": tasks_of("mmlu"), "knowledge": tasks_of("knowledge")},
                        "base_answers": {m: files[0].removesuffix(".csv") + ".answers.csv"

@@ -1,6 +1,6 @@
-# The questions the paper leaves open, answered (gna.questions.answers; docs/open-questions.md), each
-# from the tables its experiment wrote: head_pairs.smk, probe_formats.smk, ranking_seeds.smk,
-# ga_paths.smk and mohawk_export.smk hold their rules.
+# The questions the paper leaves open, answered (gna.report.findings.open_questions;
+# docs/open-questions.md), each from the tables its experiment wrote: head_pairs.smk,
+# probe_formats.smk, ranking_seeds.smk, ga_paths.smk and mohawk_export.smk hold their rules.
 
 
 # An experiment that takes its heads from the ranking across formats or over seeds needs that experiment's settings.
@@ -13,4 +13,4 @@ for _exp in EXPERIMENTS:
 
 # The open questions' answers, each from the tables its experiment wrote (n/a where it did not run).
 EXPERIMENT_REGISTRY.declare("open_questions", always=True,
-                            findings=[Section(70, "gna.questions.answers:open_questions")])
+                            findings=[Section(70, "gna.report.findings.open_questions:open_questions")])

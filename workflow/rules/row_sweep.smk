@@ -61,6 +61,6 @@ EXPERIMENT_REGISTRY.declare(
     targets=lambda: [f"{FIGURES}/row_sweep.png", f"{FIGURES}/row_sweep.md", *answers_beside(ROW_SWEEP_OUTPUTS)],
     batched={"row_sweep": lambda wc: ()},
     plan={"row_sweep": Estimator("gna.plan.job_estimates:masked_positions", experiment="row_sweep")},
-    findings=[Section(52, "gna.report.findings.hybrids:row_sweep",
+    findings=[Section(52, "gna.report.findings.row_sweep:row_sweep",
                       {"answers": ROW_SWEEP_ANSWERS, "tasks": {"mmlu": tasks_of("mmlu")}})],
 )

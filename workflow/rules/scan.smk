@@ -150,7 +150,7 @@ EXPERIMENT_REGISTRY.declare(
     batch_inputs=lambda: [f"results/scan/{m}.patterns.json" for m in SCAN_MODELS],
     plan={"head_scan": Estimator("gna.plan.job_estimates:head_scan"),
           "head_patterns": Estimator("gna.plan.job_estimates:mixing_patterns")},
-    findings=[Section(30, "gna.report.findings.heads:redundancy")],
+    findings=[Section(30, "gna.report.findings.head_scan:redundancy")],
 )
 EXPERIMENT_REGISTRY.declare(
     "heatmaps",

@@ -84,6 +84,6 @@ EXPERIMENT_REGISTRY.declare(
                      *expand(MASKING_ANSWERS, model=experiment_models("ssm_masking"), mode=MASKING_MODES)],
     batched={"ssm_masking": lambda wc: (), "export_mc_task": lambda wc: ()},
     plan={"ssm_masking": Estimator("gna.plan.job_estimates:masked_mixers", experiment="ssm_masking")},
-    findings=[Section(50, "gna.report.findings.hybrids:ssm_masking",
+    findings=[Section(50, "gna.report.findings.ssm_masking:ssm_masking",
                       {"answers": MASKING_ANSWERS, "tasks": {"mmlu": tasks_of("mmlu")}})],
 )

@@ -3,7 +3,7 @@ import json
 
 import pandas as pd
 
-from gna.experiments.baselines import markdown, table
+from gna.report.baselines import markdown, table
 from gna.io import write_csv, write_text
 from gna.jobs.script_job import job
 

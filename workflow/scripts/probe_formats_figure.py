@@ -1,7 +1,7 @@
 """figures/probe_formats.*: per-format ranks of the top heads, rank correlations, format-sensitive heads."""
 from gna.jobs.script_job import job
-from gna.questions import figures
+from gna.report import open_questions
 
 with job(snakemake):
     i, o = snakemake.input, snakemake.output
-    figures.probe_formats(i.rankings, i.across, snakemake.params.top_k, o.png, o.pdf, o.csv, o.md)
+    open_questions.probe_formats(i.rankings, i.across, snakemake.params.top_k, o.png, o.pdf, o.csv, o.md)

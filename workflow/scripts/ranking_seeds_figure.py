@@ -1,7 +1,7 @@
 """figures/ranking_seeds.*: the top heads' mean rank over probe seeds with min-max error bars."""
 from gna.jobs.script_job import job
-from gna.questions import figures
+from gna.report import open_questions
 
 with job(snakemake):
     o = snakemake.output
-    figures.ranking_seeds(list(snakemake.input), snakemake.params.top_k, o.png, o.pdf, o.csv, o.md)
+    open_questions.ranking_seeds(list(snakemake.input), snakemake.params.top_k, o.png, o.pdf, o.csv, o.md)

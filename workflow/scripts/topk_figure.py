@@ -2,8 +2,8 @@
 import pandas as pd
 
 from gna.jobs.script_job import job
-from gna.report import heads
+from gna.report import topk
 from gna.report.common import save_figure
 
 with job(snakemake):
-    save_figure(heads.topk_figure(pd.read_csv(snakemake.input[0])), snakemake.output.png, snakemake.output.pdf)
+    save_figure(topk.topk_figure(pd.read_csv(snakemake.input[0])), snakemake.output.png, snakemake.output.pdf)

@@ -6,6 +6,9 @@ matrix as Gather or Aggregate (:func:`gna.patterns.ga_roles.classify_heads`), ke
 where the head's drop is beyond noise (:func:`gna.questions.roles.roles_beyond_noise`). Its
 settings are the study config's ``scan`` keys, passed by name without defaults: the schema
 (workflow/schemas/config.schema.yaml) holds them, for the pipeline and the command alike.
+
+The computation layer of the experiment ``scan``. One concept at three layers: this module ranks the
+heads, :mod:`gna.report.head_scan` draws the ranking, :mod:`gna.report.findings.head_scan` judges it.
 """
 from __future__ import annotations
 

@@ -1,12 +1,45 @@
-"""Head selections derived from the scan: G&A heads, top-k sets, head-keeping conditions."""
+"""Head selections derived from the scan: G&A heads, top-k sets, head-keeping conditions.
+
+The heads the head experiments remove or keep (``head_keeping``, ``kv_pairs``, ``topk_removal``,
+``arc_chat``, ``hybrid_attention``; the heatmaps and the confirmation read them too), read off the scan:
+computation those experiments share, so no one experiment's module.
+
+Two readings of a role's "top head" (``heads_by``: Fig. 4's ``kv_pairs.heads_by``, and Table 1's on the
+scan's heads; :func:`scan_head`):
+
+- ``role``: the highest-ranked head the scan classifies in that role: its mixing pattern is the role's
+  *and* its KV drop is beyond the probe's noise (gna.scan: a label the noise test can take away);
+- ``pattern``: the highest-ranked of the scan's classified heads (``ga.csv``: its top ``classify_top``)
+  whose pattern alone is the role's: that score at least the classification's ``threshold`` and at
+  least the other score (the classification's own tie rule), whatever its drop. A head the noise test
+  unlabelled (Qwen2.5-Coder's L22H7: aggregate score 0.38, drop under the bar) is then still Fig. 4's
+  Aggregate head, which is what the figure asks: does removing the head that reads like an
+  Aggregate head cost more as the dictionary grows.
+"""
 from __future__ import annotations
 
 import random
 
 import pandas as pd
 
-from .fig4_heads import pattern_head
 from .pruning import below_floor
+
+ROLES = ("gather", "aggregate")
+
+
+def pattern_head(ga: pd.DataFrame, role: str, threshold: float) -> list | None:
+    """``[layer, head, kind]`` of the highest-ranked head of ``ga`` whose pattern is ``role``'s, or None."""
+    if role not in ROLES:
+        raise ValueError(f"role {role!r} is not one of {ROLES}")
+    other = ROLES[1 - ROLES.index(role)]
+    mine, theirs = ga[f"{role}_score"], ga[f"{other}_score"]
+    # the classification's tie rule: equal scores read as aggregate
+    wins = mine >= theirs if role == "aggregate" else mine > theirs
+    hits = ga[(mine >= threshold) & wins].sort_values("rank")
+    if hits.empty:
+        return None
+    r = hits.iloc[0]
+    return [int(r.layer), int(r["head"]), str(r.kind)]
 
 
 def top_role_head(ga: pd.DataFrame, role: str) -> list | None:
@@ -29,7 +62,7 @@ def unclassified(ga: pd.DataFrame | None, heads: list[list], role: str) -> list[
 
 
 def scan_head(ga: pd.DataFrame, role: str, heads_by: str = "role", threshold: float | None = None) -> list | None:
-    """The scan's top head in ``role``, read as ``heads_by`` says (:mod:`gna.experiments.fig4_heads`):
+    """The scan's top head in ``role``, read as ``heads_by`` says (the module docstring):
     ``role``, the top head classified so (:func:`top_role_head`); ``pattern``, the top head whose
     pattern alone is the role's, scores against ``threshold`` (:func:`pattern_head`). Or None."""
     if heads_by == "pattern":
@@ -147,7 +180,7 @@ def scan_roles(ga: pd.DataFrame, depth: int, heads_by: str = "role",
                threshold: float | None = None) -> tuple[dict[str, list[list]] | None, str]:
     """Table 1 on the KV scan's heads: its top Gather head and its top Aggregate head (``ga``: the
     scan's classified ranking, ``results/scan/<model>.ga.csv``), each kept alone in its layer of the
-    minimal model (``depth`` layers); ``heads_by`` as Fig. 4's (:mod:`gna.experiments.fig4_heads`):
+    minimal model (``depth`` layers); ``heads_by`` as Fig. 4's (the module docstring):
     ``role``, the top head classified in the role; ``pattern``, the top head whose pattern alone is the
     role's (scores against ``threshold``), whatever its KV drop. ``(roles, "")``, or ``(None, why)``
     where a role has no such head or a head lies outside the minimal model."""

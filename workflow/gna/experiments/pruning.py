@@ -1,7 +1,9 @@
 """Layer pruning (Figs. 2-3): where retrieval collapses, and which layers it rests on.
 
-One concept at three layers, one module each: this one runs the pruning; :mod:`gna.report.pruning`
-draws its figures; :mod:`gna.report.findings.pruning` judges the paper's claims on them.
+The computation layer of the experiment ``layer_pruning`` (its critical layers are where
+``head_keeping`` keeps heads). One concept at three layers, one module each: this one runs the pruning;
+:mod:`gna.report.pruning` draws its figures; :mod:`gna.report.findings.pruning` judges the paper's claims
+on them.
 
 The minimal depth and the critical layers are chosen on each question's answer (the jobs'
 ``*.answers.csv``, :mod:`gna.evaluation.paired`), so that a choice does not turn on the noise of a

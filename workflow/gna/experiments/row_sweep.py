@@ -19,8 +19,9 @@ plus ``none`` (nothing masked: the same code path, the baseline). A token that s
 (a lone space between letter and value) to no option set. The choices' own tokens
 (after the prompt) are never masked. Prompts without option lines (knowledge clozes) are refused.
 
-One concept at two layers: this module runs the sweep, :mod:`gna.report.row_sweep` tabulates and
-draws it (its verdict: :func:`gna.report.findings.hybrids.row_sweep`).
+The computation layer of the experiment ``row_sweep``. One concept at three layers: this module runs
+the sweep, :mod:`gna.report.row_sweep` tabulates and draws it, :mod:`gna.report.findings.row_sweep`
+judges it.
 """
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""One evaluation job: load a model, apply interventions, evaluate through lm-eval, tidy rows."""
+"""One evaluation job: load a model, apply interventions, evaluate through lm-eval, tidy rows.
+
+Shared by every experiment whose jobs evaluate through lm-eval: no one experiment's module."""
 from __future__ import annotations
 
 import pandas as pd

@@ -12,8 +12,9 @@ A prompt without answer choices (a knowledge cloze) has no pattern: ``pattern`` 
 heads fully there, as ``full`` does (so knowledge tells whether the heads carry knowledge).
 Scoring is :mod:`gna.probes.scoring` (exactly lm-eval's ``acc``) with one forward per batch.
 
-One concept at two layers: this module runs the masking, :mod:`gna.report.ssm_masking` tabulates
-and draws it (its verdict: :func:`gna.report.findings.hybrids.ssm_masking`).
+The computation layer of the experiment ``ssm_masking``. One concept at three layers: this module
+runs the masking, :mod:`gna.report.ssm_masking` tabulates and draws it, :mod:`gna.report.findings.ssm_masking`
+judges it.
 """
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Top-k removal's sizes and its positive control.
 
+The computation layer of the top-k experiments ``topk_removal`` and ``arc_chat`` (the heads removed
+are :mod:`gna.experiments.head_selection`'s, shared with the other head experiments).
+
 The slides remove k = 10, 20, 30 of Llama-3.1-8B's 1,024 heads (1-3%). A model of another size
 removes the same shares of its own heads (:func:`k_of_share`): k is the share times its heads,
 rounded to the nearest whole head, halves up, and never 0 for a share above 0 (a removal of nothing
@@ -10,7 +13,7 @@ The control (``kv_control``): each removal is also scored on the KV probe, on ot
 the ranking was made on (:func:`gna.probes.kv.probe_task_name`), so that a table whose other columns do not move can say
 whether the removal hurt what the heads were ranked for.
 
-One concept at three layers: this module sizes the removal and names its control, :mod:`gna.report.heads`
+One concept at three layers: this module sizes the removal and names its control, :mod:`gna.report.topk`
 makes its tables, :mod:`gna.report.findings.topk` judges them.
 """
 from __future__ import annotations

@@ -160,6 +160,15 @@ def _fingerprint(settings: dict, schedule: dict | None, no_decay, steps: int, dt
     return fingerprint
 
 
+def _check_settings(stage: int, micro_batch_size: int | None, vocab_chunk: int | None) -> None:
+    """:func:`distill`'s stage and memory settings refused before any work where it cannot run them."""
+    if stage not in STAGE_LOSSES:
+        raise ConfigError(f"stage {stage!r} is not 1 (matrices), 2 (hidden states) or 3 (logits)")
+    for name, value in (("micro_batch_size", micro_batch_size), ("vocab_chunk", vocab_chunk)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ConfigError(f"{name} must be a positive integer or None, got {value!r}")
+
+
 def distill(teacher: nn.Module, student: nn.Module, stage: int, data_iter, steps: int, lr: float, out_dir,
             resume: bool = True, *, max_tokens: float | None = None, seed: int = 0, save_every: int = 50,
             keep: int = 2, trainable: Callable[[str], bool] | None = None, grad_clip: float | None = 1.0,
@@ -196,11 +205,7 @@ def distill(teacher: nn.Module, student: nn.Module, stage: int, data_iter, steps
     backward; ``gradient_sync``: :func:`gna.hybrid.sharding.gradient_sync`), in place: the student
     comes back sharded, its whole weights from :func:`gna.hybrid.sharding.full_state_dict`. Otherwise every rank holds the whole student.
     """
-    if stage not in STAGE_LOSSES:
-        raise ConfigError(f"stage {stage!r} is not 1 (matrices), 2 (hidden states) or 3 (logits)")
-    for name, value in (("micro_batch_size", micro_batch_size), ("vocab_chunk", vocab_chunk)):
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise ConfigError(f"{name} must be a positive integer or None, got {value!r}")
+    _check_settings(stage, micro_batch_size, vocab_chunk)
     out_dir = Path(out_dir)
     names = _trainable_names(student, stage, trainable)
     schedule = None if schedule is None else dict(schedule)

@@ -1,4 +1,6 @@
-"""The questions the paper leaves open, as experiments on a model's head ranking.
+"""The questions the paper leaves open, as experiments on a model's head ranking: their computation
+layer (their tables and figures are :mod:`gna.report.open_questions`, their verdicts in figures/findings.md
+:mod:`gna.report.findings.open_questions`, quoted in the manual by :mod:`gna.report.quote`).
 
 - :mod:`.head_sets`: the KV score with a *set* of heads ablated together, batched as the scan
   batches single heads (every set of a chunk is one copy of the batch).
@@ -12,8 +14,6 @@
 - :mod:`.paths`, :mod:`.ga_paths`: path patching by component (query, key, value) and position, the
   direct path to the logits, and the G-to-A matrix with intervals.
 - :mod:`.roles`: G&A roles kept only for heads whose drop is beyond noise.
-- :mod:`.answers`: the verdicts of the open questions in figures/findings.md (quoted in the
-  manual by :mod:`gna.report.quote`).
 - :mod:`.names`: the names of heads and head sets in the tables (torch-free, for the figures).
 - :mod:`.mohawk`: a ranking's top k as goombalab/mohawk's inputs (architecture YAML and head map).
 """

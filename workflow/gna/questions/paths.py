@@ -116,16 +116,10 @@ def _position_mask(b, T: int, positions: str, values: list[list[int]] | None) ->
     return mask
 
 
-@torch.no_grad()
-def path_patch(model: nn.Module, encoded: EncodedProbe, paths, batch_size: int = 32, max_rows: int = 256,
-               baseline: ProbeScore | None = None, via: str = "direct", components=("k", "v"),
-               positions: str = "all", values: list[list[int]] | None = None, outcomes: bool = False):
-    """One row per ``(sender, receiver)`` of ``paths`` (each ``(layer, head, kind)``, sender's layer
-    below the receiver's): KV ``accuracy``, ``answer_logprob`` and ``margin`` with the sender's output
-    removed from the receiver's ``components`` at ``positions`` only, the prompts it changes
-    (``discordant``), and the unpatched model's (``baseline_*``). ``values``: per example, its value
-    tokens' positions (:func:`value_positions`; needed for ``positions="values"``). ``outcomes``:
-    ``(rows, Outcomes)``, per prompt."""
+def _checked_paths(model: nn.Module, paths, via: str, components, positions: str,
+                   values: list[list[int]] | None) -> tuple[list[tuple[tuple, tuple]], tuple]:
+    """:func:`path_patch`'s ``paths`` as (sender, receiver) tuples and its ``components``, each refused
+    before any compute where the model or the other settings cannot run it."""
     if via not in ("direct", "all"):
         raise InterventionError(f"path patching via {via!r}: expected 'direct' or 'all'")
     if positions not in POSITIONS or (positions == "values" and values is None):
@@ -141,6 +135,20 @@ def path_patch(model: nn.Module, encoded: EncodedProbe, paths, batch_size: int =
         _attention(model, lr, kr)
         for l, h, k in ((ls, hs, ks), (lr, hr, kr)):
             adapter_for(model).describe().head((l, h, k))
+    return paths, components
+
+
+@torch.no_grad()
+def path_patch(model: nn.Module, encoded: EncodedProbe, paths, batch_size: int = 32, max_rows: int = 256,
+               baseline: ProbeScore | None = None, via: str = "direct", components=("k", "v"),
+               positions: str = "all", values: list[list[int]] | None = None, outcomes: bool = False):
+    """One row per ``(sender, receiver)`` of ``paths`` (each ``(layer, head, kind)``, sender's layer
+    below the receiver's): KV ``accuracy``, ``answer_logprob`` and ``margin`` with the sender's output
+    removed from the receiver's ``components`` at ``positions`` only, the prompts it changes
+    (``discordant``), and the unpatched model's (``baseline_*``). ``values``: per example, its value
+    tokens' positions (:func:`value_positions`; needed for ``positions="values"``). ``outcomes``:
+    ``(rows, Outcomes)``, per prompt."""
+    paths, components = _checked_paths(model, paths, via, components, positions, values)
     senders = sorted({s for s, _ in paths})
     by_layer: dict[int, list[int]] = defaultdict(list)
     for i, (_, r) in enumerate(paths):

@@ -1,4 +1,4 @@
-"""Shared plotting and table helpers."""
+"""Shared plotting and table helpers: every experiment's tables and figures draw with them."""
 from __future__ import annotations
 
 import os

@@ -1,5 +1,8 @@
 """The head explorer: one self-contained HTML page per scanned model.
 
+A tables-and-figures module of the experiment ``scan`` beside :mod:`.head_scan` (its ranking's table
+and figure), kept apart as the page ``gna scan --html`` writes too.
+
 The page holds the scan's ranking as a sortable, filterable table and, for each top head, its
 token-mixing pattern on several probe prompts (attention weights; for SSM heads the materialised
 mixing matrix of :func:`gna.patterns.mixing.mixing_matrices`, shown as :func:`display_matrix` scales it),

@@ -1,5 +1,9 @@
 """G&A heatmaps: the token-mixing pattern of each model's top Gather and Aggregate head on
-one KV prompt, attention and SSM heads side by side (paper Figs. 5-6)."""
+one KV prompt, attention and SSM heads side by side (paper Figs. 5-6).
+
+The tables-and-figures layer of the experiment ``heatmaps``, its one module: the heads are the scan's,
+the patterns :mod:`gna.patterns.mixing`'s, and it judges no claim.
+"""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt

@@ -2,17 +2,19 @@
 
 Top-k of the KV ranking among the attention heads (or all of them), with the unmodified model
 (k = 0) evaluated once and repeated for each mode, beside the published Zamba2 slide tables
-(``ablation_topk.csv``) through :func:`gna.report.heads.topk_table`.
+(``ablation_topk.csv``) through :func:`gna.report.topk.topk_table`.
 
-One concept at two layers: :mod:`gna.experiments.hybrid_attention` runs a condition, this module makes
-its table.
+The tables-and-figures layer of the experiment ``hybrid_attention`` (whose heads it removes are picked
+by :mod:`gna.experiments.head_selection`, shared with the other head experiments). One concept at two
+layers: :mod:`gna.experiments.hybrid_attention` runs a condition, this module makes the table,
+:mod:`gna.report.findings.hybrid_attention` judges it.
 """
 from __future__ import annotations
 
 import pandas as pd
 
 from .common import read_csvs, write_table
-from .heads import topk_table
+from .topk import topk_table
 
 
 def make_hybrid_attention(models, paths, roles, paper_keys, csv, md) -> pd.DataFrame:

@@ -5,6 +5,10 @@ retrieval-heavy ones, perplexities last; the random control's draws pooled into 
 min-max spread; the published Llama-3.2-1B hybrid rows beneath ours where the teacher is the
 paper's. The figure plots perplexity and KV retrieval against the share of the teacher's heads
 kept, so micro and published curves share an axis.
+
+The tables-and-figures layer of the experiment ``hybrid_distillation`` (its computation is
+:mod:`gna.hybrid`). One concept at two layers: this module makes the tables and figure,
+:mod:`gna.report.findings.hybrid_distillation` judges them.
 """
 from __future__ import annotations
 

@@ -2,6 +2,10 @@
 
 MMLU and knowledge per swapped layer, against the unswapped model (``layer`` < 0) and the
 four-choice chance line of :mod:`gna.report.common`.
+
+The tables-and-figures layer of the experiment ``layer_swap`` (its computation is
+:mod:`gna.hybrid.swap`, built on the distillation's students). One concept at two layers: this module
+makes the table and figure, :mod:`gna.report.findings.layer_swap` judges them.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Figs. 2-3: MMLU vs knowledge under gradual and individual layer pruning.
 
-One concept at three layers: :mod:`gna.experiments.pruning` runs it, this module draws it,
-:mod:`gna.report.findings.pruning` judges it.
+The tables-and-figures layer of the experiment ``layer_pruning``. One concept at three layers:
+:mod:`gna.experiments.pruning` runs it, this module draws it, :mod:`gna.report.findings.pruning` judges it.
 """
 from __future__ import annotations
 

@@ -5,8 +5,9 @@ with the head set's output rows masked at that position set (``none``: unmasked)
 the points lost against ``none``. The figure: one panel per model, bars per position set, one
 colour per head set, the unmasked model dashed and the four-choice chance dotted.
 
-One concept at two layers: :mod:`gna.experiments.row_sweep` runs it, this module reports it (its
-verdict: :func:`gna.report.findings.hybrids.row_sweep`).
+The tables-and-figures layer of the experiment ``row_sweep``. One concept at three layers:
+:mod:`gna.experiments.row_sweep` runs it, this module reports it, :mod:`gna.report.findings.row_sweep`
+judges it.
 """
 from __future__ import annotations
 

@@ -4,7 +4,9 @@ One row per (model, condition): MMLU-format and mean knowledge accuracy with the
 (``none``), zeroed (``full``), or keeping only their Gather-and-Aggregate pattern (``pattern``),
 one panel per model with the four-choice chance line of :mod:`gna.report.common`.
 
-One concept at two layers: :mod:`gna.experiments.ssm_masking` runs it, this module reports it.
+The tables-and-figures layer of the experiment ``ssm_masking``. One concept at three layers:
+:mod:`gna.experiments.ssm_masking` runs it, this module reports it, :mod:`gna.report.findings.ssm_masking`
+judges it.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Findings on single heads: Table 1 (keeping the two G&A heads), Fig. 4 (KV pairs), and SSM vs
-transformer redundancy at an equal share of heads (top-k removal: :mod:`.topk`).
+"""Findings on single heads: Table 1 (keeping the two G&A heads) and Fig. 4 (KV pairs).
 
-One concept at two layers: :mod:`gna.report.heads` makes these tables, this module judges them.
+The claim-checks layer of the head experiments ``head_keeping`` and ``kv_pairs`` (top-k removal's are
+:mod:`.topk`, the scan's :mod:`.head_scan`). One concept at two layers: :mod:`gna.report.heads` makes
+these tables, this module judges them (the heads come from :mod:`gna.experiments.head_selection`).
 """
 from __future__ import annotations
 
@@ -15,12 +16,9 @@ from .pruning import minimal_model
 from ...evaluation.power import detectable_from_interval
 from ..verdict import Part, claim_verdict, evidence
 from .paper import effect
-from .sampled import acc, drop, drop_interval, n_of, part, picked, read_answers, resolved
-from .verdicts import judge, knowledge_line, knowledge_untestable, read_table, with_settings
-
-REDUNDANCY_SHARE = 0.10
-"""SSM vs transformer redundancy is compared on the top heads covering this share of each model's heads."""
-
+from .sampled import Drop, acc, drop, drop_interval, n_of, part, picked, read_answers, resolved
+from .verdicts import (capped, judge, knowledge_chance, knowledge_line, knowledge_untestable, not_applicable,
+                       read_table, with_settings)
 
 def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = None,
                  tasks: dict | None = None, minimal_answers: str | None = None) -> list[dict]:
@@ -33,9 +31,9 @@ def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = 
     (the effects' table, :func:`_keeping_parts`), paired where the jobs kept their answers: ``answers``, a
     template of ``model``, ``source`` and ``condition``; ``tasks``, the MMLU column's (``{"mmlu": [...]}``);
     ``minimal_answers``, the minimal model's (a gradual depth's: a template of ``model`` and ``depth``).
-    Without it, thresholds on the point estimates: 'holds' needs every check; 'partly' where keeping both
-    heads is still 10 points above every other condition. At most 'partly' where the minimal model's
-    knowledge is near ``knowledge_chance`` (knowledge flat cannot fail)."""
+    Without it, thresholds on the point estimates (:func:`_keeping_failures`): 'holds' needs every check;
+    'partly' where keeping both heads is still 10 points above every other condition. At most 'partly'
+    where the minimal model's knowledge is near ``knowledge_chance`` (knowledge flat cannot fail)."""
     thresholds = with_settings(settings)
     chance = chance_of("mmlu", thresholds["mmlu_chance"])
     table = read_table(fig, "head_keeping.csv")
@@ -46,54 +44,28 @@ def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = 
     for (model, source), sub in table.groupby(["model", "source"], sort=False):
         by_condition = sub.set_index("condition")
         if "mmlu" not in by_condition or by_condition["mmlu"].isna().all():
-            rows.append(dict(claim=claim, model=f"{model} ({source} heads)", verdict="n/a",
-                             evidence=str(by_condition["note"].dropna().iloc[0])
-                             if "note" in by_condition and by_condition["note"].notna().any() else "not run"))
+            rows.append(not_applicable(claim, f"{model} ({source} heads)", str(by_condition["note"].dropna().iloc[0])
+                                       if "note" in by_condition and by_condition["note"].notna().any() else "not run"))
             continue
-        first = by_condition.iloc[0]
-        one_layer = not isinstance(first.get("aggregate"), str) or not first.get("aggregate")
-        odd = str(first["unclassified"]).split() if pd.notna(first.get("unclassified")) else []
-        label = (f"{model} ({source} heads {first['gather']}, one critical layer)" if one_layer
-                 else f"{model} ({source} heads {first['gather']} + {first['aggregate']}"
-                      + (f"; {' '.join(odd)}: the role's pattern, unclassified by the ranking" if odd else "") + ")")
-        run = [c for c in ("both", "gather_only", "aggregate_only", "neither") if pd.notna(by_condition["mmlu"].get(c))]
+        label = _keeping_label(model, source, by_condition.iloc[0])
+        run = [c for c in KEEPING if pd.notna(by_condition["mmlu"].get(c))]
         found = minimal_model(fig, model, thresholds["tolerance"])
         ref = found[1:] if found is not None else None
         if ref is not None and near_chance(ref[0], chance, 100):
-            rows.append(dict(claim=claim, model=label, verdict="n/a",
-                             evidence=f"the minimal model is near chance on MMLU ({ref[0]:.1f})"))
+            rows.append(not_applicable(claim, label, f"the minimal model is near chance on MMLU ({ref[0]:.1f})"))
             continue
         mmlu, knowledge = by_condition["mmlu"], by_condition["knowledge"]
-        failed = []
-        if ref is None:
-            failed.append("the minimal model's scores are not in this run")
-        elif mmlu["both"] < ref[0] - 100 * thresholds["tolerance"]:
-            failed.append(f"both kept: MMLU {mmlu['both']:.1f} below the minimal model's {ref[0]:.1f} by more "
-                          "than "
-                          f"{100 * thresholds['tolerance']:.0f}")
-        for cond in (c for c in ("gather_only", "aggregate_only", "neither") if c in run):
-            if not near_chance(mmlu[cond], chance, 100):
-                failed.append(f"{cond.replace('_', ' ')}: MMLU {mmlu[cond]:.1f} not near chance")
-        if ref is not None:
-            off = [cond for cond in run if abs(knowledge[cond] - ref[1]) > 100 * thresholds["knowledge_tolerance"]]
-            if off:
-                failed.append("knowledge off the minimal model's in "
-                              + ", ".join(cond.replace("_", " ") for cond in off))
-        other_run = [c for c in ("gather_only", "aggregate_only", "neither") if c in run]
+        failed = _keeping_failures(mmlu, knowledge, run, ref, thresholds, chance)
+        other_run = [c for c in KEEPING[1:] if c in run]
         best = max(other_run, key=lambda c: mmlu[c])
-        others = mmlu[best]
-        verdict = judge(not failed, mmlu["both"] - others >= 10)
+        verdict = judge(not failed, mmlu["both"] - mmlu[best] >= 10)
         n, n_kn = n_of(thresholds, "mmlu"), n_of(thresholds, "knowledge")
         sampled, parts = "", []
         if n:   # both kept against the best of the others, beyond noise: a pick, so at Bonferroni's level
             keys = dict(model=model, source=source)
             pairs = {cond: read_answers(answers, **keys, condition=cond) for cond in run}
             pairs["minimal"] = read_answers(minimal_answers, model=model, depth=found[0]) if found else None
-            gap = drop(mmlu["both"] / 100, others / 100, n, (pairs["both"], pairs[best], (tasks or {}).get("mmlu", ())),
-                       m=len(other_run))
-            sampled = (f"; n = {n} questions: MMLU both {acc(mmlu['both'] / 100, n)}, the best other "
-                       f"{acc(others / 100, n)}, {gap.text}"
-                       + (f" ({picked(len(other_run))})" if len(other_run) > 1 else ""))
+            gap, sampled = _best_other_gap(mmlu, best, len(other_run), n, pairs, (tasks or {}).get("mmlu", ()))
             if ref is not None and n_kn:
                 parts = _keeping_parts(ref, mmlu, knowledge, run, n, n_kn, thresholds, chance, pairs,
                                        (tasks or {}).get("mmlu", ()), (tasks or {}).get("knowledge", ()))
@@ -101,16 +73,8 @@ def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = 
             else:
                 verdict = resolved(verdict, gap.beyond)
         untestable = knowledge_untestable(ref[1], thresholds, 100) if ref is not None else ""
-        verdict = "partly" if untestable and verdict == "holds" else verdict
-        rows.append(dict(claim=claim, model=label, verdict=verdict,
-                         evidence=(f"minimal model MMLU {ref[0]:.1f}, knowledge {ref[1]:.1f}; " if ref else "")
-                                  + "MMLU " + ", ".join(f"{cond.replace('_', ' ')} "
-                                                        + (f"{mmlu[cond]:.1f}" if cond in run else "n/a")
-                                                        for cond in ("both", "gather_only", "aggregate_only", "neither"))
-                                  + "; knowledge "
-                                  + " / ".join(f"{knowledge[cond]:.1f}" if cond in run else "n/a"
-                                               for cond in ("both", "gather_only", "aggregate_only", "neither"))
-                                  + f" (paper: MMLU {_paper_table1()})" + sampled
+        rows.append(dict(claim=claim, model=label, verdict=capped(verdict, untestable),
+                         evidence=_keeping_scores(ref, mmlu, knowledge, run) + sampled
                                   + (f" (failed: {'; '.join(failed)})" if failed else "")
                                   + (f" ({untestable})" if untestable else "")
                                   + (f"; {evidence(parts)}" if parts else "")))
@@ -118,6 +82,54 @@ def head_keeping(fig: Path, settings: dict | None = None, answers: str | None = 
 
 
 KEEPING = ("both", "gather_only", "aggregate_only", "neither")
+
+
+def _best_other_gap(mmlu, best: str, others: int, n: int, pairs: dict, mmlu_tasks) -> tuple[Drop, str]:
+    """(the drop, as the findings print it) from both kept to the best of the ``others`` conditions run
+    (percent in): a pick, so at Bonferroni's level for their number."""
+    gap = drop(mmlu["both"] / 100, mmlu[best] / 100, n, (pairs["both"], pairs[best], mmlu_tasks), m=others)
+    return gap, (f"; n = {n} questions: MMLU both {acc(mmlu['both'] / 100, n)}, the best other "
+                 f"{acc(mmlu[best] / 100, n)}, {gap.text}" + (f" ({picked(others)})" if others > 1 else ""))
+
+
+def _keeping_label(model: str, source: str, first) -> str:
+    """How Table 1's findings name a model and its kept heads (``first``: a row of its conditions)."""
+    one_layer = not isinstance(first.get("aggregate"), str) or not first.get("aggregate")
+    odd = str(first["unclassified"]).split() if pd.notna(first.get("unclassified")) else []
+    if one_layer:
+        return f"{model} ({source} heads {first['gather']}, one critical layer)"
+    return (f"{model} ({source} heads {first['gather']} + {first['aggregate']}"
+            + (f"; {' '.join(odd)}: the role's pattern, unclassified by the ranking" if odd else "") + ")")
+
+
+def _keeping_failures(mmlu, knowledge, run: list[str], ref: tuple[float, float] | None, st: dict,
+                      chance: float) -> list[str]:
+    """What of Table 1 fails on the point estimates (percent), in words: both kept below the minimal
+    model's MMLU (``ref``: its MMLU, knowledge) by more than ``tolerance``, another condition's MMLU not
+    near chance, a condition's knowledge off the minimal model's by more than ``knowledge_tolerance``."""
+    failed = []
+    if ref is None:
+        failed.append("the minimal model's scores are not in this run")
+    elif mmlu["both"] < ref[0] - 100 * st["tolerance"]:
+        failed.append(f"both kept: MMLU {mmlu['both']:.1f} below the minimal model's {ref[0]:.1f} by more "
+                      f"than {100 * st['tolerance']:.0f}")
+    for cond in (c for c in KEEPING[1:] if c in run):
+        if not near_chance(mmlu[cond], chance, 100):
+            failed.append(f"{cond.replace('_', ' ')}: MMLU {mmlu[cond]:.1f} not near chance")
+    if ref is not None:
+        off = [cond for cond in run if abs(knowledge[cond] - ref[1]) > 100 * st["knowledge_tolerance"]]
+        if off:
+            failed.append("knowledge off the minimal model's in " + ", ".join(cond.replace("_", " ") for cond in off))
+    return failed
+
+
+def _keeping_scores(ref: tuple[float, float] | None, mmlu, knowledge, run: list[str]) -> str:
+    """Table 1's scores as the findings print them, the paper's MMLU beside them."""
+    return ((f"minimal model MMLU {ref[0]:.1f}, knowledge {ref[1]:.1f}; " if ref else "")
+            + "MMLU " + ", ".join(f"{cond.replace('_', ' ')} " + (f"{mmlu[cond]:.1f}" if cond in run else "n/a")
+                                  for cond in KEEPING)
+            + "; knowledge " + " / ".join(f"{knowledge[cond]:.1f}" if cond in run else "n/a" for cond in KEEPING)
+            + f" (paper: MMLU {_paper_table1()})")
 
 
 def _paper_table1() -> str:
@@ -145,11 +157,10 @@ def _keeping_parts(ref: tuple[float, float], mmlu, knowledge, run: list[str], n:
               for cond in run if cond != "both"]
     worst = max(run, key=lambda cond: ref[1] - knowledge[cond])
     kn = effect("table1_knowledge")
-    kn_chance = st.get("knowledge_chance")
     kn_pairs = (pairs.get("minimal"), pairs.get(worst), knowledge_tasks) if knowledge_tasks else None
     parts.append(part(f"knowledge drop from the minimal model, {worst.replace('_', ' ')} (the largest)", ref[1] / 100,
                       knowledge[worst] / 100, n_kn, knowledge_line(ref[1] / 100, st),
-                      kn.scaled(ref[1] / 100, kn.chance / 100 if kn_chance is None else kn_chance), above=False,
+                      kn.scaled(ref[1] / 100, knowledge_chance(st, kn)), above=False,
                       answers=kn_pairs, m=len(run)))
     return parts
 
@@ -158,11 +169,10 @@ def kv_pairs(fig: Path, settings: dict | None = None, prompts: int | None = None
              answers: str | None = None) -> list[dict]:
     """Fig. 4: the drop without the Aggregate head grows with the pairs: by 0.05 at least from the
     fewest to the most pairs. Where the prompts per probe set are known (``task_n["kv"]`` or
-    ``kv_n``), judged by :mod:`gna.report.verdict` on the growth's interval (each drop's
-    Newcombe-Wilson interval over the prompts pooled over probe seeds, the two combined by
-    square-and-add; the paper publishes curves only, so the line alone refutes); else beyond the
-    probe seeds' spread (the lowest drop at the most pairs above the highest at the fewest). n/a where
-    the full model is near chance (1 / pairs) at the fewest pairs, or no head is classified Aggregate."""
+    ``kv_n``), judged by :mod:`gna.report.verdict` on the growth's interval (:func:`_growth_part`);
+    else beyond the probe seeds' spread (the lowest drop at the most pairs above the highest at the
+    fewest). n/a where the full model is near chance (1 / pairs) at the fewest pairs, or no head is
+    classified Aggregate."""
     st = with_settings(settings)
     t = read_table(fig, "kv_pairs.csv")
     if t is None:
@@ -173,25 +183,12 @@ def kv_pairs(fig: Path, settings: dict | None = None, prompts: int | None = None
         full = sub[sub.condition == "full"].set_index("n_pairs").sort_index()
         n0, n1 = full.index[0], full.index[-1]
         if near_chance(full.accuracy.iloc[0], 1 / n0):
-            rows.append(dict(claim=claim, model=model, verdict="n/a",
-                             evidence=f"the full model is near chance on KV retrieval ({full.accuracy.iloc[0]:.2f} "
-                                      f"at {int(n0)} pairs)"))
+            rows.append(not_applicable(claim, model, f"the full model is near chance on KV retrieval "
+                                                     f"({full.accuracy.iloc[0]:.2f} at {int(n0)} pairs)"))
             continue
-        drops, accs = {}, {}
-        for cond in ("no_gather", "no_aggregate"):
-            c = sub[sub.condition == cond]
-            if c.empty or c.accuracy.isna().all():
-                continue
-            c = c.set_index("n_pairs").sort_index()
-            accs[cond] = c.accuracy
-            if "drop" not in c:
-                c = c.assign(drop=full.accuracy - c.accuracy)
-            lo = c.get("drop_min", c["drop"]).fillna(c["drop"])
-            hi = c.get("drop_max", c["drop"]).fillna(c["drop"])
-            drops[cond] = [(c["drop"][n], lo[n], hi[n]) for n in (n0, n1)]
+        drops, accs = _kv_drops(sub, full, (n0, n1))
         if "no_aggregate" not in drops:
-            rows.append(dict(claim=claim, model=model, verdict="n/a",
-                             evidence="no head classified Aggregate among the top heads"))
+            rows.append(not_applicable(claim, model, "no head classified Aggregate among the top heads"))
             continue
         (a0, _, a0_hi), (a1, a1_lo, _) = drops["no_aggregate"]
         growth, apart = a1 - a0, a1_lo > a0_hi
@@ -201,22 +198,7 @@ def kv_pairs(fig: Path, settings: dict | None = None, prompts: int | None = None
         verdict = judge(growth >= 0.05 and apart, growth > 0)
         tested = ""
         if prompts:
-            n = int(prompts) * seeds
-            paired = _kv_pairs_paired(answers, model, sub, (n0, n1))
-            if paired is not None:
-                ends = [(p.difference, *p.interval()) for p in paired]
-                how, n = "paired per prompt and probe seed", paired[0].n
-            else:
-                ends = [drop_interval(full.accuracy[x], accs["no_aggregate"][x], n) for x in (n0, n1)]
-                how = "unpaired: no per-prompt answers kept"
-            (d0, l0, u0), (d1, l1, u1) = ends
-            low, high = (d1 - d0) - math.hypot(d1 - l1, u0 - d0), (d1 - d0) + math.hypot(u1 - d1, d0 - l0)
-            removed = ("the top Aggregate-pattern head (unclassified)" if _by_pattern(sub, "no_aggregate")
-                       else "Aggregate")
-            growth_part = Part(f"growth of the drop without {removed}, {int(n0)} -> {int(n1)} pairs", d1 - d0, low,
-                               high, 0.05, paper=effect("fig4_growth").scaled(full.accuracy[n0], 1 / n0),
-                               detectable=detectable_from_interval(low, high), n=n, paired=paired is not None,
-                               method=how + "; the two ends (other prompts) by square-and-add")
+            growth_part = _growth_part(answers, model, sub, full, accs["no_aggregate"], (n0, n1), int(prompts) * seeds)
             verdict = claim_verdict([growth_part])
             tested = (f"; n = {int(prompts)} prompts x {seeds} probe seeds = {int(prompts) * seeds} per point; "
                       f"{evidence([growth_part])} "
@@ -234,6 +216,47 @@ def kv_pairs(fig: Path, settings: dict | None = None, prompts: int | None = None
                                   + ("" if apart or growth < 0.05 else "; the growth is within the probe spread")
                                   + tested))
     return rows
+
+
+def _kv_drops(sub: pd.DataFrame, full: pd.DataFrame, ends) -> tuple[dict, dict]:
+    """({condition: [(drop, min, max) at each of ``ends``]}, {condition: its accuracy by pairs}) of the
+    heads removed (no_gather, no_aggregate: those the table has), the spread over the probe seeds."""
+    drops, accs = {}, {}
+    for cond in ("no_gather", "no_aggregate"):
+        c = sub[sub.condition == cond]
+        if c.empty or c.accuracy.isna().all():
+            continue
+        c = c.set_index("n_pairs").sort_index()
+        accs[cond] = c.accuracy
+        if "drop" not in c:
+            c = c.assign(drop=full.accuracy - c.accuracy)
+        lo = c.get("drop_min", c["drop"]).fillna(c["drop"])
+        hi = c.get("drop_max", c["drop"]).fillna(c["drop"])
+        drops[cond] = [(c["drop"][n], lo[n], hi[n]) for n in ends]
+    return drops, accs
+
+
+def _growth_part(answers: str | None, model: str, sub: pd.DataFrame, full: pd.DataFrame, removed, ends,
+                 n: int) -> Part:
+    """The growth of the drop without the Aggregate head from the fewest to the most pairs (``ends``),
+    against a line of 0.05: each drop's interval over the prompts pooled over probe seeds (``n``; paired
+    where both conditions kept their answers, else Newcombe-Wilson), the two combined by square-and-add;
+    the paper publishes curves only, so the line alone refutes."""
+    n0, n1 = ends
+    paired = _kv_pairs_paired(answers, model, sub, ends)
+    if paired is not None:
+        drops = [(p.difference, *p.interval()) for p in paired]
+        how, n = "paired per prompt and probe seed", paired[0].n
+    else:
+        drops = [drop_interval(full.accuracy[x], removed[x], n) for x in ends]
+        how = "unpaired: no per-prompt answers kept"
+    (d0, l0, u0), (d1, l1, u1) = drops
+    low, high = (d1 - d0) - math.hypot(d1 - l1, u0 - d0), (d1 - d0) + math.hypot(u1 - d1, d0 - l0)
+    removed_head = "the top Aggregate-pattern head (unclassified)" if _by_pattern(sub, "no_aggregate") else "Aggregate"
+    return Part(f"growth of the drop without {removed_head}, {int(n0)} -> {int(n1)} pairs", d1 - d0, low,
+                high, 0.05, paper=effect("fig4_growth").scaled(full.accuracy[n0], 1 / n0),
+                detectable=detectable_from_interval(low, high), n=n, paired=paired is not None,
+                method=how + "; the two ends (other prompts) by square-and-add")
 
 
 def _by_pattern(sub: pd.DataFrame, condition: str) -> bool:
@@ -286,79 +309,3 @@ def _kv_pairs_paired(template: str | None, model: str, sub: pd.DataFrame, ends) 
             return None   # the answers of another run than the table's
         out.append(counts)
     return out
-
-
-def _sum_interval(drops: list[tuple[float, float, float]]) -> tuple[float, float, float]:
-    """A signed sum of (estimate, low, high) intervals by square-and-add (MOVER; their correlation
-    ignored: drops on the same prompts), each term's sign in its estimate's tuple already."""
-    est = sum(d for d, _, _ in drops)
-    return (est, est - math.sqrt(sum((d - lo) ** 2 for d, lo, _ in drops)),
-            est + math.sqrt(sum((hi - d) ** 2 for d, _, hi in drops)))
-
-
-def _drop_iv(r, n: int, sign: int = 1) -> tuple[float, float, float]:
-    """A ranking row's KV drop (full accuracy minus the head's) with its Newcombe-Wilson interval, times ``sign``."""
-    d, lo, hi = drop_interval(r["accuracy"] + r["drop"], r["accuracy"], n)
-    return (d, lo, hi) if sign > 0 else (-d, -hi, -lo)
-
-
-def redundancy(fig: Path, share: float = REDUNDANCY_SHARE, rankings: dict | None = None,
-               settings: dict | None = None) -> list[dict]:
-    """SSM vs transformer redundancy, like with like. The models' heads differ in number per layer
-    (micro: 4 attention heads per layer vs 8 Mamba-2 heads per layer, both 16 wide), so each
-    model's heads are compared at an equal *share*: the summed single-head KV drops of its top
-    ceil(share x heads) heads (the KV lost, head by head, by the same share of its heads; the SSM,
-    with more heads, sums more of them: the comparison leans against the claim), beside the top
-    head's drop (one head of the same width). Holds where both are smaller for every SSM than for
-    every transformer; partly where one is. ``rankings``: {model: its full ranking csv} (the scan's);
-    without them, figures/head_ranking.csv (its top heads only: the share is of those). Where the
-    probe's prompts are known (``task_n["kv"]`` or ``kv_n``), each of the two is a part judged by
-    :mod:`gna.report.verdict` on the interval of the least transformer-minus-SSM difference (each
-    drop's Newcombe-Wilson interval, combined by square-and-add; no paper number: the slides say
-    "smaller drops" in words)."""
-    if rankings:
-        t = pd.concat([pd.read_csv(p).assign(model=m) for m, p in rankings.items()], ignore_index=True)
-    else:
-        t = read_table(fig, "head_ranking.csv")
-    if t is None:
-        return []
-    kinds = t.groupby("model").kind.agg(lambda k: "attention" if set(k) == {"attention"} else
-                                        ("hybrid" if "attention" in set(k) else "ssm"))
-    models = list(dict.fromkeys(t.model))
-    att = [m for m in models if kinds[m] == "attention"]
-    ssm = [m for m in models if kinds[m] == "ssm"]
-    if not att or not ssm:
-        return []
-    stats = {}
-    for m in att + ssm:
-        sub = t[t.model == m].sort_values("rank")
-        n = len(sub)
-        top = max(1, math.ceil(share * n))
-        per_layer = sub.groupby("layer").size()
-        stats[m] = dict(n=n, top=top, single=float(sub["drop"].iloc[0]), summed=float(sub["drop"].head(top).sum()),
-                        per_layer=int(per_layer.max()))
-    single = max(stats[m]["single"] for m in ssm) < min(stats[m]["single"] for m in att)
-    summed = max(stats[m]["summed"] for m in ssm) < min(stats[m]["summed"] for m in att)
-    verdict, tested = judge(single and summed, single or summed), ""
-    st = with_settings(settings)
-    prompts = (st.get("task_n") or {}).get("kv") or st.get("kv_n")
-    if prompts and "accuracy" in t:
-        n, parts = int(prompts), []
-        for label, top in (("top head's", lambda m: 1), (f"top {share:.0%}'s summed", lambda m: stats[m]["top"])):
-            diffs = [_sum_interval([_drop_iv(r, n) for _, r in t[t.model == a].sort_values("rank").head(top(a)).iterrows()]
-                                   + [_drop_iv(r, n, -1) for _, r in t[t.model == b].sort_values("rank").head(top(b)).iterrows()])
-                     for a in att for b in ssm]
-            d, lo, hi = min(diffs, key=lambda x: x[0])
-            parts.append(Part(f"transformer minus SSM, the {label} KV drop", d, lo, hi, 0.0,
-                              paper=effect("redundancy").scaled(1.0, 0.0), detectable=detectable_from_interval(lo, hi),
-                              soi=st["smallest_effect"], n=n, paired=False,
-                              method="unpaired: two models' drops on the same prompts, combined by square-and-add"))
-        verdict = claim_verdict(parts)
-        tested = f"; n = {n} prompts; {evidence(parts)}"
-    return [dict(claim="SSM G&A is more redundant: a single SSM head matters less than the transformer's top head",
-                 model=", ".join(att + ssm), verdict=verdict,
-                 evidence=f"KV drop of the top {share:.0%} of each model's heads, summed over single-head ablations: "
-                          + ", ".join(f"{m} {v['summed']:.2f} ({v['top']} of {v['n']} heads, {v['per_layer']} per layer)"
-                                      for m, v in stats.items())
-                          + "; top head alone: " + ", ".join(f"{m} {v['single']:.2f}" for m, v in stats.items())
-                          + tested)]

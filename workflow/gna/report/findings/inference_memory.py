@@ -1,5 +1,10 @@
 """Findings on inference memory: the formula against the published table. Arithmetic, not a sample:
-no n of questions and no interval; the cells must equal the published ones at their precision."""
+no n of questions and no interval; the cells must equal the published ones at their precision.
+
+The claim-checks layer of the experiment ``memory``. One concept at three layers:
+:mod:`gna.experiments.inference_memory` computes, :mod:`gna.report.inference_memory` tabulates, this
+module judges.
+"""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,6 +1,6 @@
 """Findings on a sampled benchmark (the local MMLU's ``benchmarks.mmlu.size`` questions): every
 accuracy with its n and 95% interval, a drop judged against its interval, and the paper's
-Llama-3.1-8B beside the real models.
+Llama-3.1-8B beside the real models. Shared by every findings section that judges a sampled task.
 
 A drop between two evaluations of the same questions (:func:`drop`) is judged paired where both
 evaluations kept their answers (the jobs' ``*.answers.csv``): beyond noise where the exact McNemar

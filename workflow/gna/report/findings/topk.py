@@ -2,7 +2,7 @@
 top-k table), its positive control on the KV probe, and ARC-C in its two formats under the same removal.
 
 One concept at three layers: :mod:`gna.experiments.topk` sizes the removal and names its control,
-:mod:`gna.report.heads` makes the top-k tables, this module judges them.
+:mod:`gna.report.topk` makes the top-k tables, this module judges them.
 """
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from ...evaluation.power import paired_detectable
 from ..verdict import HOLDS, PARTLY, REFUTED, UNRESOLVED, Part, claim_verdict, evidence, t_interval
 from .paper import at_share
 from .sampled import n_of, part, read_answers
-from .verdicts import judge, knowledge_line, knowledge_untestable, read_table, with_settings
+from .verdicts import (capped, judge, knowledge_chance, knowledge_line, knowledge_untestable, not_applicable,
+                       read_table, with_settings)
 
 def topk(fig: Path, name: str, claim: str, retrieval: list[str], knowledge: list[str],
          settings: dict | None = None, paper: str | None = None, answers: str | None = None,
@@ -25,19 +26,13 @@ def topk(fig: Path, name: str, claim: str, retrieval: list[str], knowledge: list
     unmodified model is near chance on are left out (all of them: n/a). One verdict path: where the
     questions' number is known (:func:`.sampled.n_of`), the claim's parts judged by
     :mod:`gna.report.verdict` (:func:`_topk_parts`); else (a table alone) the same three checks on the
-    point estimates: retrieval falls by more than ``tolerance``, knowledge within its margin
-    (:func:`.verdicts.knowledge_line`) and, where the table holds the random-k control, the ranked
-    retrieval mean below the mean of the tasks' lowest random scores.
-
-    The parts: retrieval's fall from k = 0 beyond ``tolerance`` against the paper's (``paper``, the
-    paper effects' claim: ``arc_letter`` where the letter-format ARC-C is the retrieval task, else
-    ``topk``; each task's at the paper's largest k whose share of heads is at most ours, scaled to the
-    model); random minus ranked retrieval with the random **draw** as the unit (:func:`_draw_part`: a t
-    interval over the draws' paired differences, no paper number: judged against ``smallest_effect``;
-    one draw cannot hold); knowledge's fall within the knowledge margin against the paper's. Paired
-    item by item where the removals kept their answers (``answers``, a template of ``model``, ``k``
-    and ``draw``: "" or "-random<seed>"; ``tasks``, {column: its tasks}; ``draws``, the random seeds),
-    else unpaired, saying so.
+    point estimates (:func:`_topk_points`): retrieval falls by more than ``tolerance``, knowledge within
+    its margin (:func:`.verdicts.knowledge_line`) and, where the table holds the random-k control, the
+    ranked retrieval mean below the mean of the tasks' lowest random scores. ``paper``: the paper
+    effects' claim (``arc_letter`` where the letter-format ARC-C is the retrieval task, else ``topk``).
+    Paired item by item where the removals kept their answers (``answers``, a template of ``model``,
+    ``k`` and ``draw``: "" or "-random<seed>"; ``tasks``, {column: its tasks}; ``draws``, the random
+    seeds), else unpaired, saying so.
 
     A LAMBADA-like task is judged by its accuracy, as the other tasks, and its perplexity
     (``<task>_ppl``, the slides' score) is shown beside the verdict, not in it (:func:`_perplexities`).
@@ -60,44 +55,16 @@ def topk(fig: Path, name: str, claim: str, retrieval: list[str], knowledge: list
         knowledge_tasks = [task for task in knowledge if task in sub]
         if not measured or not knowledge_tasks:
             continue
-        skipped = [task for task in measured if task not in retrieval_tasks]
+        skipped = ", ".join(f"{task} ({smallest_k[task]:.1f})" for task in measured if task not in retrieval_tasks)
         if not retrieval_tasks:
-            rows.append(dict(claim=claim, model=model, verdict="n/a",
-                             evidence="the unmodified model is near chance on " + ", ".join(
-                                 f"{task} ({smallest_k[task]:.1f})" for task in skipped)))
+            rows.append(not_applicable(claim, model, "the unmodified model is near chance on " + skipped))
             continue
-        evidence_ = f"k {int(smallest_k.k)} -> {int(largest_k.k)}: " + ", ".join(
-            f"{task} {smallest_k[task]:.1f} -> {largest_k[task]:.1f}" for task in retrieval_tasks + knowledge_tasks)
-        with_control = [task for task in retrieval_tasks
-                        if f"random_{task}" in sub and pd.notna(largest_k.get(f"random_{task}"))]
-        control = bool(with_control) and len(with_control) == len(retrieval_tasks)
-        n_draws = int(largest_k.random_draws) if pd.notna(largest_k.get("random_draws")) else 1
-        ranked_mean = sum(largest_k[task] for task in retrieval_tasks) / len(retrieval_tasks)
-        if control:
-            random_floor = sum(largest_k[f"random_{task}_min"] for task in retrieval_tasks) / len(retrieval_tasks)
-            evidence_ += ("; random k = " + str(int(largest_k.k)) + f" (mean [min, max] over {n_draws} draws): "
-                          + ", ".join(f"{task} {largest_k[f'random_{task}']:.1f} "
-                                      f"[{largest_k[f'random_{task}_min']:.1f}, {largest_k[f'random_{task}_max']:.1f}]"
-                                      for task in retrieval_tasks)
-                          + f"; retrieval mean ranked {ranked_mean:.1f} vs the random draws' lowest {random_floor:.1f}")
         found = dict(answers=answers, model=model, tasks=tasks or {}, draws=draws or [], table=sub)
-        tested = _topk_parts(smallest_k, largest_k, retrieval_tasks, knowledge_tasks, control, thresholds,
-                             paper or ("arc_letter" if "arc_challenge_chat" in retrieval else "topk"), found)
-        if tested is not None:
-            verdict, shown = tested
-            evidence_ += "; " + shown
-        else:   # a table alone: the same checks on the point estimates, the thresholds from the config
-            verdict, failed = _topk_points(smallest_k, largest_k, retrieval_tasks, knowledge_tasks, control,
-                                           n_draws, thresholds)
-            evidence_ += f" (failed: {'; '.join(failed)})" if failed else ""
-        untestable = knowledge_untestable(_pooled(smallest_k, knowledge_tasks, [1] * len(knowledge_tasks)),
-                                          thresholds)
-        if untestable:
-            evidence_ += f" ({untestable})"
-            verdict = PARTLY if verdict == HOLDS else verdict
+        verdict, evidence_ = _topk_verdict(smallest_k, largest_k, retrieval_tasks, knowledge_tasks, sub, thresholds,
+                                           paper or ("arc_letter" if "arc_challenge_chat" in retrieval else "topk"),
+                                           found)
         if skipped:
-            evidence_ += "; left out, the unmodified model near chance: " + ", ".join(
-                f"{task} ({smallest_k[task]:.1f})" for task in skipped)
+            evidence_ += "; left out, the unmodified model near chance: " + skipped
         perplexity = [task for task in retrieval if pd.notna(smallest_k.get(f"{task}_ppl"))]
         if perplexity:
             evidence_ += "; " + _perplexities(smallest_k, largest_k, perplexity)
@@ -109,6 +76,36 @@ def topk(fig: Path, name: str, claim: str, retrieval: list[str], knowledge: list
                 verdict = f"{UNRESOLVED} (control failed)"
         rows.append(dict(claim=claim, model=model, verdict=verdict, evidence=evidence_))
     return rows
+
+
+def _topk_verdict(before, after, retrieval: list[str], knowledge: list[str], sub: pd.DataFrame, st: dict,
+                  paper: str, found: dict) -> tuple[str, str]:
+    """(verdict, evidence) of top-k removal from k = ``before`` to ``after`` (the table's rows) on the
+    tasks judged: the scores, the random-k control where the table has it for every retrieval task, the
+    verdict on the parts (:func:`_topk_parts`) or else on the point estimates (:func:`_topk_points`),
+    at most "partly" where the unmodified model's knowledge is near ``knowledge_chance``."""
+    shown = f"k {int(before.k)} -> {int(after.k)}: " + ", ".join(
+        f"{task} {before[task]:.1f} -> {after[task]:.1f}" for task in retrieval + knowledge)
+    with_control = [task for task in retrieval if f"random_{task}" in sub and pd.notna(after.get(f"random_{task}"))]
+    control = bool(with_control) and len(with_control) == len(retrieval)
+    n_draws = int(after.random_draws) if pd.notna(after.get("random_draws")) else 1
+    if control:
+        ranked_mean = sum(after[task] for task in retrieval) / len(retrieval)
+        random_floor = sum(after[f"random_{task}_min"] for task in retrieval) / len(retrieval)
+        shown += ("; random k = " + str(int(after.k)) + f" (mean [min, max] over {n_draws} draws): "
+                  + ", ".join(f"{task} {after[f'random_{task}']:.1f} "
+                              f"[{after[f'random_{task}_min']:.1f}, {after[f'random_{task}_max']:.1f}]"
+                              for task in retrieval)
+                  + f"; retrieval mean ranked {ranked_mean:.1f} vs the random draws' lowest {random_floor:.1f}")
+    tested = _topk_parts(before, after, retrieval, knowledge, control, st, paper, found)
+    if tested is not None:
+        verdict, parts = tested
+        shown += "; " + parts
+    else:   # a table alone: the same checks on the point estimates, the thresholds from the config
+        verdict, failed = _topk_points(before, after, retrieval, knowledge, control, n_draws, st)
+        shown += f" (failed: {'; '.join(failed)})" if failed else ""
+    untestable = knowledge_untestable(_pooled(before, knowledge, [1] * len(knowledge)), st)
+    return capped(verdict, untestable), shown + (f" ({untestable})" if untestable else "")
 
 
 def _topk_points(before, after, retrieval: list[str], knowledge: list[str], control: bool, n_draws: int,
@@ -248,7 +245,12 @@ def _draw_part(name: str, differences: list[float], st: dict) -> Part:
 
 def _topk_parts(before, after, retrieval: list[str], knowledge: list[str], control: bool,
                 st: dict, claim: str, found: dict) -> tuple[str, str] | None:
-    """(verdict, evidence) of top-k removal's parts on their intervals; None without the questions' number."""
+    """(verdict, evidence) of top-k removal's parts on their intervals; None without the questions' number.
+    The parts: retrieval's fall from k = 0 beyond ``tolerance`` against the paper's (``claim``'s rows of the
+    paper effects' table: each task's at the paper's largest k whose share of heads is at most ours, scaled
+    to the model); random minus ranked retrieval with the random **draw** as the unit (:func:`_draw_part`:
+    a t interval over the draws' paired differences, no paper number: judged against ``smallest_effect``;
+    one draw cannot hold); knowledge's fall within the knowledge margin against the paper's."""
     sizes = [n_of(st, task) for task in retrieval]
     kn_sizes = [n_of(st, task) for task in knowledge]
     if not all(sizes) or not all(kn_sizes):
@@ -280,8 +282,7 @@ def _topk_parts(before, after, retrieval: list[str], knowledge: list[str], contr
             notes.append("each random draw's answers not at hand: random minus ranked not judged at the draw level, "
                          "so no 'holds'")
     e_kn = [at_share(claim, task, share) for task in knowledge]
-    kn_chance = st.get("knowledge_chance")
-    kn_paper = [e.scaled(before[task] / 100, kn_chance if kn_chance is not None else e.chance / 100)
+    kn_paper = [e.scaled(before[task] / 100, knowledge_chance(st, e))
                 for task, e in zip(knowledge, e_kn) if e is not None and e.published]
     kn_before = _pooled(before, knowledge, kn_sizes)
     parts.append(_fall_part("knowledge's fall", found, before, after, knowledge, kn_sizes,

@@ -11,6 +11,7 @@ import pandas as pd
 
 from ...config.schema import defaults_of
 from ..common import near_chance
+from ..verdict import Part, claim_verdict, evidence
 
 SETTING_KEYS = ("mmlu_chance", "tolerance", "collapse", "knowledge_tolerance", "knowledge_margin", "knowledge_chance",
                 "smallest_effect")
@@ -52,8 +53,32 @@ def knowledge_untestable(knowledge: float, settings: dict, scale: float = 1.0) -
             f"it stays cannot fail, so what a layer or head does to it is not told")
 
 
+def knowledge_chance(settings: dict, paper_effect) -> float:
+    """The knowledge tasks' chance a paper effect on knowledge is scaled from: the study's
+    ``knowledge_chance`` where set, else the chance of the paper's own tasks (``paper_effect.chance``, in
+    percent)."""
+    chance = settings.get("knowledge_chance")
+    return paper_effect.chance / 100 if chance is None else chance
+
+
+def capped(verdict: str, untestable: str) -> str:
+    """A ``holds`` resting on knowledge staying where that cannot fail (``untestable``: the note of
+    :func:`knowledge_untestable`, "" where it can) is at most ``partly``."""
+    return "partly" if untestable and verdict == "holds" else verdict
+
+
+def not_applicable(claim: str, model: str, why: str) -> dict:
+    """A claim's row for a model it cannot be judged on (near chance, or the run lacks what it needs)."""
+    return dict(claim=claim, model=model, verdict="n/a", evidence=why)
+
+
 def judge(ok: bool, partly: bool = False) -> str:
     """The verdict on thresholds alone: ``holds`` where ``ok``, else ``partly`` where ``partly``, else
     ``does not hold``. Only for a table without the questions' number (a hand-made table, arithmetic
     like the memory formula): a sampled one is judged on its intervals by :mod:`gna.report.verdict`."""
     return "holds" if ok else ("partly" if partly else "does not hold")
+
+
+def judged(parts: list[Part], n_text: str) -> tuple[str, str]:
+    """(verdict, evidence) of a claim's parts, by :mod:`gna.report.verdict`."""
+    return claim_verdict(parts), f"; n = {n_text}; {evidence(parts)}"

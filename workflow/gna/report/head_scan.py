@@ -1,4 +1,9 @@
-"""Head ranking (paper section 5): the top heads by KV-retrieval drop, with their G&A roles."""
+"""Head ranking (paper section 5): the top heads by KV-retrieval drop, with their G&A roles.
+
+The tables-and-figures layer of the experiment ``scan`` (its head explorer page is :mod:`.explorer`).
+One concept at three layers: :mod:`gna.experiments.head_scan` ranks the heads, this module draws the
+ranking, :mod:`gna.report.findings.head_scan` judges it.
+"""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt

@@ -5,6 +5,11 @@ Verdict words as every findings check: ``holds``, ``partly``, ``does not hold``,
 :mod:`gna.report.verdict`; the open questions are ours, so no paper effect enters). Every row
 names its n (prompts, and probe seeds where pooled) and the interval or test it rests on
 (:mod:`gna.questions.null`).
+
+The claim-checks layer of the open questions (``open_questions``, judging the tables of ``head_pairs``,
+``probe_formats``, ``ranking_seeds`` and ``ga_paths``). One concept at three layers, for the family: :mod:`gna.questions`
+computes the rows, :mod:`gna.report.open_questions` draws the tables and figures, this module judges them
+(quoted in the manual by :mod:`gna.report.quote`).
 """
 from __future__ import annotations
 
@@ -12,19 +17,14 @@ import itertools
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from ..report.verdict import Part
-
-
-def _read(fig: Path, name: str) -> pd.DataFrame | None:
-    p = Path(fig) / name
-    return pd.read_csv(p) if p.is_file() else None
+from ..verdict import Part
+from .verdicts import not_applicable, read_table
 
 
 def _per_model(fig: Path, name: str, claim: str, judge) -> list[dict]:
     """A claim's rows from the table ``name``: ``judge(model, its rows)`` -> (verdict, evidence) per model."""
-    t = _read(fig, name)
+    t = read_table(fig, name)
     if t is None:
         return []
     return [dict(claim=claim, model=model, **dict(zip(("verdict", "evidence"), judge(model, sub))))
@@ -45,7 +45,7 @@ def minimal_set(fig: Path) -> list[dict]:
     """The smallest head sets that take KV accuracy to chance + margin (exhaustive search): the
     single-head ranking's top k of that size holds where it is one of them and its interval lies at or
     under the line; not resolved where the interval straddles it."""
-    minimal = _read(fig, "head_pairs_minimal.csv")
+    minimal = read_table(fig, "head_pairs_minimal.csv")
     if minimal is None or "best_set" not in minimal:
         return []
     claim = ("Open question: the single-head ranking's top k is the smallest head set that takes KV retrieval to "
@@ -55,8 +55,8 @@ def minimal_set(fig: Path) -> list[dict]:
         last = g.iloc[-1]
         if not bool(last.reached):
             why = last.note if isinstance(last.get("note"), str) and last.note else "no set reaches the line"
-            rows.append(dict(claim=claim, model=model, verdict="n/a",
-                             evidence=f"{why}; pool {last.get('pool_rule', '')}, up to {int(last['size'])} heads"))
+            rows.append(not_applicable(claim, model,
+                                       f"{why}; pool {last.get('pool_rule', '')}, up to {int(last['size'])} heads"))
             continue
         line = last.chance + last.chance_margin
         ties = str(last.tying_sets).split()
@@ -76,7 +76,7 @@ def minimal_set(fig: Path) -> list[dict]:
 def head_pairs(fig: Path) -> list[dict]:
     """Pairs of the top heads against independence on the above-chance scale: holds where at least one
     pair's interval (familywise over the pairs) excludes independence, not resolved where none does."""
-    pairs = _read(fig, "head_pairs.csv")
+    pairs = read_table(fig, "head_pairs.csv")
     if pairs is None or "interaction_low" not in pairs:
         return []
     claim = ("Open question: pairs of the top heads interact beyond independence (on the above-chance scale; "

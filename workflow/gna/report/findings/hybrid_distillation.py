@@ -1,5 +1,9 @@
 """Findings on the follow-up's hybrid distillation: KV retrieval with the top heads kept, knowledge
 and perplexity as heads are kept, the ranked heads against random ones, and KV by SSM state.
+
+The claim-checks layer of the experiment ``hybrid_distillation``. One concept at two layers:
+:mod:`gna.report.hybrid_distillation` makes its tables and figure, this module judges them (the students
+are :mod:`gna.hybrid`'s).
 """
 from __future__ import annotations
 
@@ -10,10 +14,9 @@ import pandas as pd
 from ...probes.kv import is_probe_task
 from ..common import fmt_spread, near_chance
 from ..verdict import Part, t_interval
-from .hybrids import judged
 from .paper import effect
 from .sampled import n_of, part, read_answers
-from .verdicts import judge, knowledge_line, read_table, with_settings
+from .verdicts import judge, judged, knowledge_line, not_applicable, read_table, with_settings
 
 
 def _kv_n(st: dict, rows: pd.DataFrame) -> int | None:
@@ -90,100 +93,124 @@ def distillation_findings(heads: pd.DataFrame | None, state: pd.DataFrame | None
                           tasks: dict | None = None) -> list[dict]:
     """The follow-up's claims on hybrid_heads / hybrid_state_size. KV retrieval is the mean over the
     probe seeds; a random row's over its draws, with [min, max] the spread. The ranked heads beat
-    random ones only where the ranked student retrieves more than *every* draw of random heads.
-    n/a where the teacher itself is near chance on KV retrieval (chance 1 / pairs; taken as 0 here,
-    the pairs not being in the table). Where the prompts and questions are known (``task_n`` or
-    ``kv_n``, :func:`_kv_n`), each claim is judged on its intervals by :mod:`gna.report.verdict`
-    (KV's gain from k = 0 to the best k beyond 30 points against the follow-up's 13.2 -> 99.0,
-    scaled to the headroom; knowledge's largest spread over k within ``knowledge_tolerance``; the
-    state's gain beyond 10 points against 72.6 -> 99.3, scaled); the perplexity, one held-out set
-    without an interval, is not resolved. Each gain and spread is paired student against student where
-    they kept their answers (``answers``: a template of ``variant``; the KV top-1 pooled over the probe
-    seeds' prompts, knowledge over ``tasks["knowledge"]``). The best k and the largest spread are picks
-    (among the ks above 0, among the pairs of ks): judged at Bonferroni's level for their number."""
+    random ones only where the ranked student retrieves more than *every* draw of random heads
+    (:func:`ranked_vs_random`). n/a where the teacher itself is near chance on KV retrieval (chance
+    1 / pairs; taken as 0 here, the pairs not being in the table). Where the prompts and questions are
+    known (``task_n`` or ``kv_n``, :func:`_kv_n`), each claim is judged on its intervals by
+    :mod:`gna.report.verdict` (:func:`_kv_kept`, :func:`_knowledge_flat`, :func:`_state_grows`); the
+    perplexity, one held-out set without an interval, is not resolved (:func:`_perplexity_flattens`).
+    Each gain and spread is paired student against student where they kept their answers (``answers``:
+    a template of ``variant``; the KV top-1 pooled over the probe seeds' prompts, knowledge over
+    ``tasks["knowledge"]``). The best k and the largest spread are picks (among the ks above 0, among
+    the pairs of ks): judged at Bonferroni's level for their number."""
     st = with_settings(settings)
-    n_kn = n_of(st, "knowledge")
     rows: list[dict] = []
-    model = "hybrid students"
     if heads is not None:
         ours = heads[heads.source == "ours"]
         ranked, random_ = ours[ours.selection == "ranked"].sort_values("k"), ours[ours.selection == "random"]
         teacher = ours[ours.selection == "teacher"]
         if not teacher.empty and near_chance(float(teacher.kv_retrieval.iloc[0]), 0.0, 100):
-            return [dict(claim="Follow-up: hybrid distillation (KV retrieval, ranked vs random heads)", model=model,
-                         verdict="n/a", evidence=f"the teacher is near chance on KV retrieval "
-                                                 f"({teacher.kv_retrieval.iloc[0]:.1f})")]
+            return [not_applicable("Follow-up: hybrid distillation (KV retrieval, ranked vs random heads)", MODEL,
+                                   f"the teacher is near chance on KV retrieval ({teacher.kv_retrieval.iloc[0]:.1f})")]
         if len(ranked) >= 2 and (ranked.k == 0).any():
-            r0 = ranked[ranked.k == 0].iloc[0]
-            k0 = r0.kv_retrieval
-            more = ranked[ranked.k > 0]
-            best = more.loc[more.kv_retrieval.idxmax()]
-            # beyond the probe spread: the best student's lowest probe set above k = 0's highest
-            apart = best.get("kv_retrieval_min", best.kv_retrieval) > r0.get("kv_retrieval_max", k0)
-            e, n = effect("hybrid_heads"), _kv_n(st, ranked)
-            verdict, tested = judge(best.kv_retrieval - k0 >= 30 and best.kv_retrieval >= 80 and apart,
-                                    best.kv_retrieval - k0 >= 10 and apart), ""
-            if n:
-                verdict, tested = judged([part(f"KV's gain, k = 0 -> {int(best.k)}", best.kv_retrieval / 100, k0 / 100,
-                                               n, 0.30, e.scaled(k0 / 100, 0.0),
-                                               answers=_paired(answers, best, r0, "kv"), m=len(more))],
-                                         f"{n} prompts (over probe seeds)")
-            rows.append(dict(claim=f"Follow-up: a hybrid keeping a few top KV heads retrieves, one without attention "
-                                   f"does not (KV {e.before:.1f}% at k = 0 -> {e.after:.0f}% at k > 0)", model=model,
-                             verdict=verdict,
-                             evidence=f"{_kv_named(ranked)} (mean [min, max] over probe seeds) k=0 {_kv(r0)}; "
-                                      + ", ".join(f"k={int(r.k)} {_kv(r)}" for _, r in more.iterrows())
-                                      + _mc(ranked, "k") + tested))
+            rows.append(_kv_kept(ranked, st, answers))
             kn = ranked.knowledge_avg.dropna()
             if len(kn) >= 2:
-                span = kn.max() - kn.min()
-                verdict, tested = judge(span <= 5, span <= 10), ""
-                if n_kn:
-                    top, bottom = ranked.loc[kn.idxmax()], ranked.loc[kn.idxmin()]
-                    verdict, tested = judged([part("knowledge's largest spread over k", kn.max() / 100, kn.min() / 100,
-                                                   n_kn, knowledge_line(kn.iloc[0] / 100, st),
-                                                   effect("hybrid_heads_knowledge").scaled(kn.iloc[0] / 100, 1 / 3),
-                                                   above=False, m=len(kn) * (len(kn) - 1) // 2,
-                                                   answers=_paired(answers, top, bottom,
-                                                                   (tasks or {}).get("knowledge")))],
-                                             f"{n_kn} questions")
-                rows.append(dict(claim="Follow-up: knowledge tasks stay flat as heads are kept", model=model,
-                                 verdict=verdict,
-                                 evidence="knowledge " + ", ".join(f"k={int(r.k)} {r.knowledge_avg:.1f}"
-                                                                   for r in ranked.itertuples()) + tested))
+                rows.append(_knowledge_flat(ranked, kn, st, answers, tasks))
             if "heldout_ppl" in ranked and ranked.heldout_ppl.notna().sum() >= 3:
-                p = ranked.set_index("k").heldout_ppl
-                first, rest = p.iloc[0] - p.iloc[1], p.iloc[1] - p.iloc[-1]
-                verdict, note = judge(first > rest and first > 0, first > 0), ""
-                if n_kn:   # a sampled study: every verdict on an interval, and a perplexity has none here
-                    verdict, note = "not resolved", ("; n = one held-out set, no interval on a perplexity (and no "
-                                                     "number published: the slides say it in words)")
-                rows.append(dict(claim="Follow-up: perplexity improves sharply with the first heads, then flattens",
-                                 model=model, verdict=verdict,
-                                 evidence="held-out perplexity " + ", ".join(f"k={k} {v:.2f}" for k, v in p.items())
-                                 + note))
+                rows.append(_perplexity_flattens(ranked, st))
         if not random_.empty:
-            rows += ranked_vs_random(ranked, random_, model, _kv_n(st, ranked), draws, st)
+            rows += ranked_vs_random(ranked, random_, MODEL, _kv_n(st, ranked), draws, st)
     if state is not None:
         ours = state[state.source == "ours"].sort_values("state_size")
         if len(ours) >= 2:
-            kv = list(ours.kv_retrieval)
-            mono = all(b >= a - 2 for a, b in zip(kv, kv[1:]))
-            e, n = effect("hybrid_state_size"), _kv_n(st, ours)
-            verdict, tested = judge(mono and kv[-1] - kv[0] >= 10, mono), ""
-            if n:
-                verdict, tested = judged([part(f"KV's gain, state {int(ours.state_size.iloc[0])} -> "
-                                               f"{int(ours.state_size.iloc[-1])}", kv[-1] / 100, kv[0] / 100, n, 0.10,
-                                               e.scaled(kv[0] / 100, 0.0),
-                                               answers=_paired(answers, ours.iloc[-1], ours.iloc[0], "kv"))],
-                                         f"{n} prompts (over probe seeds)")
-            rows.append(dict(claim=f"Follow-up: KV retrieval grows with the SSM state ({e.before:.1f} -> {e.after:.1f} "
-                                   "from state 4 to 64)",
-                             model="hybrid students", verdict=verdict,
-                             evidence=f"{_kv_named(ours)}: " + ", ".join(f"state {int(r.state_size)}: {_kv(r)}"
-                                                                          for _, r in ours.iterrows())
-                                      + _mc(ours, "state_size") + tested))
+            rows.append(_state_grows(ours, st, answers))
     return rows
+
+
+MODEL = "hybrid students"
+"""What the follow-up's rows name as their model: the students together."""
+
+
+def _kv_kept(ranked: pd.DataFrame, st: dict, answers: str | None) -> dict:
+    """KV retrieval with the top heads kept: the gain from k = 0 to the best k beyond 30 points against
+    the follow-up's 13.2 -> 99.0, scaled to the headroom (a pick among the ks above 0); on the points,
+    beyond the probe spread (the best student's lowest probe set above k = 0's highest)."""
+    r0 = ranked[ranked.k == 0].iloc[0]
+    k0 = r0.kv_retrieval
+    more = ranked[ranked.k > 0]
+    best = more.loc[more.kv_retrieval.idxmax()]
+    apart = best.get("kv_retrieval_min", best.kv_retrieval) > r0.get("kv_retrieval_max", k0)
+    e, n = effect("hybrid_heads"), _kv_n(st, ranked)
+    verdict, tested = judge(best.kv_retrieval - k0 >= 30 and best.kv_retrieval >= 80 and apart,
+                            best.kv_retrieval - k0 >= 10 and apart), ""
+    if n:
+        verdict, tested = judged([part(f"KV's gain, k = 0 -> {int(best.k)}", best.kv_retrieval / 100, k0 / 100,
+                                       n, 0.30, e.scaled(k0 / 100, 0.0),
+                                       answers=_paired(answers, best, r0, "kv"), m=len(more))],
+                                 f"{n} prompts (over probe seeds)")
+    return dict(claim=f"Follow-up: a hybrid keeping a few top KV heads retrieves, one without attention "
+                      f"does not (KV {e.before:.1f}% at k = 0 -> {e.after:.0f}% at k > 0)", model=MODEL,
+                verdict=verdict,
+                evidence=f"{_kv_named(ranked)} (mean [min, max] over probe seeds) k=0 {_kv(r0)}; "
+                         + ", ".join(f"k={int(r.k)} {_kv(r)}" for _, r in more.iterrows())
+                         + _mc(ranked, "k") + tested)
+
+
+def _knowledge_flat(ranked: pd.DataFrame, kn: pd.Series, st: dict, answers: str | None,
+                    tasks: dict | None) -> dict:
+    """Knowledge as heads are kept (``kn``: each k's): its largest spread over k within the knowledge
+    margin (a pick among the pairs of ks); on the points, within 5 points (partly within 10)."""
+    span = kn.max() - kn.min()
+    verdict, tested = judge(span <= 5, span <= 10), ""
+    n_kn = n_of(st, "knowledge")
+    if n_kn:
+        top, bottom = ranked.loc[kn.idxmax()], ranked.loc[kn.idxmin()]
+        verdict, tested = judged([part("knowledge's largest spread over k", kn.max() / 100, kn.min() / 100,
+                                       n_kn, knowledge_line(kn.iloc[0] / 100, st),
+                                       effect("hybrid_heads_knowledge").scaled(kn.iloc[0] / 100, 1 / 3),
+                                       above=False, m=len(kn) * (len(kn) - 1) // 2,
+                                       answers=_paired(answers, top, bottom, (tasks or {}).get("knowledge")))],
+                                 f"{n_kn} questions")
+    return dict(claim="Follow-up: knowledge tasks stay flat as heads are kept", model=MODEL, verdict=verdict,
+                evidence="knowledge " + ", ".join(f"k={int(r.k)} {r.knowledge_avg:.1f}" for r in ranked.itertuples())
+                         + tested)
+
+
+def _perplexity_flattens(ranked: pd.DataFrame, st: dict) -> dict:
+    """Held-out perplexity falls more with the first heads than with the rest; in a sampled study not
+    resolved: one held-out set has no interval on its perplexity."""
+    p = ranked.set_index("k").heldout_ppl
+    first, rest = p.iloc[0] - p.iloc[1], p.iloc[1] - p.iloc[-1]
+    verdict, note = judge(first > rest and first > 0, first > 0), ""
+    if n_of(st, "knowledge"):   # a sampled study: every verdict on an interval, and a perplexity has none here
+        verdict, note = "not resolved", ("; n = one held-out set, no interval on a perplexity (and no "
+                                         "number published: the slides say it in words)")
+    return dict(claim="Follow-up: perplexity improves sharply with the first heads, then flattens",
+                model=MODEL, verdict=verdict,
+                evidence="held-out perplexity " + ", ".join(f"k={k} {v:.2f}" for k, v in p.items()) + note)
+
+
+def _state_grows(ours: pd.DataFrame, st: dict, answers: str | None) -> dict:
+    """KV retrieval by SSM state (``ours``, by state size): its gain from the smallest state to the
+    largest beyond 10 points against the follow-up's 72.6 -> 99.3, scaled; on the points, rising (within
+    2 points a step) by 10 points at least."""
+    kv = list(ours.kv_retrieval)
+    mono = all(b >= a - 2 for a, b in zip(kv, kv[1:]))
+    e, n = effect("hybrid_state_size"), _kv_n(st, ours)
+    verdict, tested = judge(mono and kv[-1] - kv[0] >= 10, mono), ""
+    if n:
+        verdict, tested = judged([part(f"KV's gain, state {int(ours.state_size.iloc[0])} -> "
+                                       f"{int(ours.state_size.iloc[-1])}", kv[-1] / 100, kv[0] / 100, n, 0.10,
+                                       e.scaled(kv[0] / 100, 0.0),
+                                       answers=_paired(answers, ours.iloc[-1], ours.iloc[0], "kv"))],
+                                 f"{n} prompts (over probe seeds)")
+    return dict(claim=f"Follow-up: KV retrieval grows with the SSM state ({e.before:.1f} -> {e.after:.1f} "
+                      "from state 4 to 64)",
+                model=MODEL, verdict=verdict,
+                evidence=f"{_kv_named(ours)}: " + ", ".join(f"state {int(r.state_size)}: {_kv(r)}"
+                                                             for _, r in ours.iterrows())
+                         + _mc(ours, "state_size") + tested)
 
 
 def ranked_vs_random(ranked: pd.DataFrame, random_: pd.DataFrame, model: str, n: int | None = None,

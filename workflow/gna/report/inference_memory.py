@@ -1,13 +1,15 @@
 """The inference-memory table: the paper's formula at L = 128/2048/4096 beside the published
 MB, the search for Hybrid-Mohawk's configuration, and the micro models' measured caches.
 
-One concept at two layers: :mod:`gna.hybrid.cache_memory` computes and measures, this module tabulates.
+The tables-and-figures layer of the experiment ``memory``. One concept at three layers:
+:mod:`gna.experiments.inference_memory` computes and measures, this module tabulates,
+:mod:`gna.report.findings.inference_memory` judges.
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from ..hybrid.cache_memory import PUBLISHED_CONFIGS, SEQ_LENS, formula_for_model, measure_cache_bytes, search_configs
+from ..experiments.inference_memory import PUBLISHED_CONFIGS, SEQ_LENS, formula_for_model, measure_cache_bytes, search_configs
 from .common import published, write_table
 
 

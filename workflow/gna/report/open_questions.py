@@ -1,4 +1,9 @@
-"""The open questions' figures and tables in figures/ (PNG, PDF, CSV, Markdown), from the rules' rows."""
+"""The open questions' figures and tables in figures/ (PNG, PDF, CSV, Markdown), from the rules' rows.
+
+The tables-and-figures layer of the open questions (``head_pairs``, ``probe_formats``, ``ranking_seeds``,
+``ga_paths``). One concept at three layers, for the family: :mod:`gna.questions` computes the rows, this module draws
+them, :mod:`gna.report.findings.open_questions` judges them.
+"""
 from __future__ import annotations
 
 import re
@@ -11,8 +16,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from ..io import write_csv, write_text  # noqa: E402
-from ..report.common import markdown_table, read_csvs, save_figure, with_precision  # noqa: E402
-from .names import set_name  # noqa: E402
+from ..questions.names import set_name  # noqa: E402
+from .common import markdown_table, read_csvs, save_figure, with_precision  # noqa: E402
 
 ROLE_TAG = {"gather": "G", "aggregate": "A"}
 
@@ -85,7 +90,7 @@ def head_pairs(pair_paths, minimal_paths, ga_paths, png, pdf, csv, md, minimal_c
 def probe_formats(ranking_paths, across_paths, top_k, png, pdf, csv, md) -> None:
     """Per model: the ranks of the top heads across formats in every format (a heat map, the rank in
     each cell), the rank correlations, the format-sensitive heads."""
-    from .formats import rank_correlations
+    from ..questions.formats import rank_correlations
 
     rankings, across = read_csvs(ranking_paths), read_csvs(across_paths)
     models = list(dict.fromkeys(across.model))

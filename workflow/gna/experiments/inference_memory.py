@@ -6,7 +6,9 @@
 The formula counts the recurrent state only; a real cache also holds each SSM layer's
 convolution window, which :func:`measure_cache_bytes` sees and the formula does not.
 
-One concept at two layers: this module computes and measures, :mod:`gna.report.memory` tabulates.
+The computation layer of the experiment ``memory`` (its rules, tables and findings are named
+inference_memory). One concept at three layers: this module computes and measures,
+:mod:`gna.report.inference_memory` tabulates, :mod:`gna.report.findings.inference_memory` judges.
 """
 from __future__ import annotations
 
