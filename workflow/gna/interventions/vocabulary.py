@@ -9,8 +9,10 @@ Zamba2 experiment, :func:`gna.interventions.mask_last_row`).
 
 The kinds are one table, :data:`KINDS`: kind -> :class:`Kind`, which says how the kind applies, the
 lowest layer it changes and how it is named. :func:`applied`, :func:`first_changed_layer` and
-:func:`label` only read the table. A new intervention: its context manager in this package and one
-:func:`register` call here (a :class:`Kind` lacking any of the three is refused when it is built).
+:func:`label` only read the table. A new intervention is one :func:`register` call here, its context
+manager in this package where several experiments use it, or in the computation module of the one
+experiment that does (docs/adding-an-experiment.md); a :class:`Kind` lacking any of the three is refused
+when it is built.
 """
 from __future__ import annotations
 
