@@ -122,3 +122,26 @@ def test_no_issue_numbers_or_rounds_in_the_readme_the_manual_or_the_code():
             continue
         hits = words.findall(path.read_text())
         assert not hits, (path.name, hits)
+
+
+def test_the_printed_scan_is_the_committed_runs_output():
+    """The ranking the first screen shows is what `gna scan` printed on the committed run
+    (benchmarks/results/cli_scan_smollm2/): the printed lines verbatim in the README, and the table
+    among them is the command's own formatting of that run's ga.csv, its baseline line the ranking's."""
+    import pandas as pd
+
+    from gna.cli import top_heads_table
+
+    run = ROOT / "benchmarks/results/cli_scan_smollm2"
+    printed = (run / "printed.txt").read_text()
+    section = (ROOT / "README.md").read_text().split("## Your model", 1)[1].split("\n## ", 1)[0]
+    assert f"```text\n{printed}```" in section
+    ranking, ga = pd.read_csv(run / "ranking.csv"), pd.read_csv(run / "ga.csv")
+    assert top_heads_table(ranking, ga) in printed
+    base = ranking.iloc[0]
+    assert (f"KV probe of {base.n_examples} prompts x 10 pairs (paper); baseline accuracy "
+            f"{base.baseline_accuracy:.3f} (chance {base.chance_accuracy:.3f})") in printed
+    assert len(ranking) == 270 and ranking["rank"].tolist() == list(range(1, 271))   # every head ablated
+    for role in ("gather", "aggregate"):
+        named = ga[ga.role == role]
+        assert (f"top {role} head: none among the top {len(ga)} heads" in printed) == named.empty

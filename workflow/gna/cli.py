@@ -185,6 +185,14 @@ def _write_scan(args, name, model, tok, examples, result, patterns, tokens) -> l
     return written
 
 
+def top_heads_table(ranking, ga, classify_top: int | None = None) -> str:
+    """The scan's top heads as ``gna scan`` prints them: the classified heads (``ga.csv``), else the ranking's
+    top ``classify_top``; at most ten rows, three decimals."""
+    shown = ga if len(ga) else ranking.head(classify_top or 10)
+    cols = [c for c in ("rank", "layer", "head", "kind", "accuracy", "drop", "role") if c in shown]
+    return shown[cols].head(10).to_string(index=False, float_format=lambda v: f"{v:.3f}")
+
+
 def _print_scan(args, name: str, examples, result, patterns) -> None:
     """The scan in a few lines: its baseline, the probe check, the guard, the top heads and their roles."""
     ranking, ga, checked = result.ranking, result.ga, result.probe
@@ -195,9 +203,7 @@ def _print_scan(args, name: str, examples, result, patterns) -> None:
     elif checked.forced:
         print("--force: not needed, the probe passed its check; ranking.csv records probe_check = passed")
     print(result.guard.summary())
-    shown = ga if len(ga) else ranking.head(args.classify_top or 10)
-    cols = [c for c in ("rank", "layer", "head", "kind", "accuracy", "drop", "role") if c in shown]
-    print(shown[cols].head(10).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(top_heads_table(ranking, ga, args.classify_top))
     for role, (head, _) in patterns.items():
         print(f"top {role} head: " + (f"L{head[0]}H{head[1]} ({head[2]})" if head else
                                       f"none among the top {len(result.top)} heads"))
