@@ -1,7 +1,7 @@
 """Evaluate a distilled hybrid student (or its teacher): KV retrieval, SWDE-like, MMLU, knowledge,
-LAMBADA through lm-eval, plus perplexity on held-out distillation data (gna.experiments.hybrid_evaluation)."""
+LAMBADA through lm-eval, plus perplexity on held-out distillation data (gna.experiments.hybrid_distillation)."""
 
-from gna.experiments.hybrid_evaluation import student_rows
+from gna.experiments.hybrid_distillation import student_rows
 from gna.experiments.run import write_answers
 from gna.io import write_csv
 from gna.jobs.script_job import first_input, job

@@ -1,7 +1,11 @@
 """Table 1's computation: the minimal model, in its G&A layers only the Gather and/or Aggregate heads kept (or
 none). The heads come from :func:`gna.experiments.head_selection.keeping_roles`: the config's named ones (the
 paper's), the discovered ones (in each critical layer the head(s) whose removal alone costs MMLU most, rule
-critical_heads), or the KV scan's top Gather and top Aggregate-pattern heads (head_keeping.scan_heads)."""
+critical_heads), or the KV scan's top Gather and top Aggregate-pattern heads (head_keeping.scan_heads).
+
+The computation layer of the experiment ``head_keeping`` (its rules head_keeping and critical_heads); its
+table is :mod:`gna.report.heads`', its claim checks :mod:`gna.report.findings.heads`' (the head experiments'
+family modules)."""
 from __future__ import annotations
 
 import logging

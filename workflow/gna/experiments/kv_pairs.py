@@ -2,7 +2,10 @@
 Aggregate head(s), on one probe set per (pairs, probe seed): the spread over seeds is the probe draw's.
 
 The heads are the config's named ones (a role may have several) or the scan's top head in that role:
-classified so (``heads_by`` role), or by its pattern alone (pattern; :mod:`gna.experiments.fig4_heads`)."""
+classified so (``heads_by`` role), or by its pattern alone (pattern; :mod:`gna.experiments.head_selection`).
+
+The computation layer of the experiment ``kv_pairs``; its table is :mod:`gna.report.heads`', its claim
+checks :mod:`gna.report.findings.heads`' (the head experiments' family modules)."""
 from __future__ import annotations
 
 import logging

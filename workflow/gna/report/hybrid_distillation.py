@@ -7,7 +7,8 @@ paper's. The figure plots perplexity and KV retrieval against the share of the t
 kept, so micro and published curves share an axis.
 
 The tables-and-figures layer of the experiment ``hybrid_distillation`` (its computation is
-:mod:`gna.hybrid`). One concept at two layers: this module makes the tables and figure,
+:mod:`gna.hybrid`, the students' training, and :mod:`gna.experiments.hybrid_distillation`, their
+evaluation). One concept at three layers: this module makes the tables and figure,
 :mod:`gna.report.findings.hybrid_distillation` judges them.
 """
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Findings on the follow-up's hybrid distillation: KV retrieval with the top heads kept, knowledge
 and perplexity as heads are kept, the ranked heads against random ones, and KV by SSM state.
 
-The claim-checks layer of the experiment ``hybrid_distillation``. One concept at two layers:
-:mod:`gna.report.hybrid_distillation` makes its tables and figure, this module judges them (the students
-are :mod:`gna.hybrid`'s).
+The claim-checks layer of the experiment ``hybrid_distillation``. One concept at three layers:
+:mod:`gna.experiments.hybrid_distillation` evaluates the students (trained by :mod:`gna.hybrid`),
+:mod:`gna.report.hybrid_distillation` makes its tables and figure, this module judges them.
 """
 from __future__ import annotations
 

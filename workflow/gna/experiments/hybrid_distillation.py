@@ -6,7 +6,11 @@ KV retrieval is scored twice on probe sets of their own seeds (never the ranking
 probe set is (:func:`gna.probes.kv.probe_task_name`): the multiple choice through lm-eval (metric ``acc``)
 and mohawk's KV-Ret, the argmax over the vocabulary (metric ``top1``, :func:`gna.probes.top1.kv_top1_hits`),
 each prompt's hit kept for the findings to pair two students prompt by prompt. The table's rows call both
-task ``kv_retrieval``, the probe seed beside them."""
+task ``kv_retrieval``, the probe seed beside them.
+
+The computation layer of the experiment ``hybrid_distillation``, its students' evaluation (their training
+is :mod:`gna.hybrid`). One concept at three layers: :mod:`gna.report.hybrid_distillation` makes its tables
+and figure, :mod:`gna.report.findings.hybrid_distillation` judges them."""
 from __future__ import annotations
 
 import logging
