@@ -13,13 +13,9 @@ import logging
 import pandas as pd
 
 from ..models import describe, load_model
-from .head_selection import keeping_plan, keeping_roles, no_critical_note, unclassified
+from .head_selection import head_names, keeping_plan, keeping_roles, no_critical_note, unclassified
 from .pruning import metric_by
 from .run import condition_rows as condition_rows_of, evaluation_rows
-
-
-def _heads(hs) -> str:
-    return " ".join(f"L{h[0]}H{h[1]}" for h in hs)
 
 
 def condition_rows(source: str, condition: str, minimal: dict, critical: dict, heads: pd.DataFrame | None,
@@ -39,7 +35,7 @@ def condition_rows(source: str, condition: str, minimal: dict, critical: dict, h
                                 none=no_critical_note(critical), heads_by=heads_by, threshold=threshold, **search)
     if note:
         log.info("%s heads, %s: %s (minimal model of depth %d): nothing to evaluate", source, condition, note, depth)
-        return pd.DataFrame([{**fields, **{role: _heads(hs) for role, hs in (roles or {}).items()},
+        return pd.DataFrame([{**fields, **{role: head_names(hs) for role, hs in (roles or {}).items()},
                               "kept": "nothing", "note": note}]), answers
     too_deep = [h for hs in roles.values() for h in hs if int(h[0]) >= depth]
     if too_deep:
@@ -49,7 +45,8 @@ def condition_rows(source: str, condition: str, minimal: dict, critical: dict, h
     # a scan head picked by its pattern that the ranking left unclassified
     loose = " ".join(h for role, hs in roles.items() for h in unclassified(ga if source == "scan" else None, hs, role))
     rows = evaluation_rows(spec, tasks, [{"truncate": depth}, *keep], eval, micro_data,
-                           {**fields, "gather": _heads(roles["gather"]), "aggregate": _heads(roles["aggregate"]),
+                           {**fields, "gather": head_names(roles["gather"]),
+                            "aggregate": head_names(roles["aggregate"]),
                             "kept": " ".join(f"{k}:{v}" for k, v in kept.items()), "unclassified": loose},
                            answers=answers)
     return rows, answers

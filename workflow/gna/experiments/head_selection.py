@@ -42,6 +42,11 @@ def pattern_head(ga: pd.DataFrame, role: str, threshold: float) -> list | None:
     return [int(r.layer), int(r["head"]), str(r.kind)]
 
 
+def head_names(heads, empty: str = "") -> str:
+    """``"L4H2 L5H2"``: heads ``[layer, head(, kind)]`` as a result row names them; ``empty`` for none."""
+    return " ".join(f"L{h[0]}H{h[1]}" for h in heads) or empty
+
+
 def top_role_head(ga: pd.DataFrame, role: str) -> list | None:
     """The highest-ranked head classified as ``role`` (``gather``/``aggregate``), or None."""
     hits = ga[ga.role == role].sort_values("rank")

@@ -15,7 +15,7 @@ import pandas as pd
 from ..evaluation.lm_eval_bridge import TaskSuite
 from ..models import load_model
 from ..probes.kv import parse_probe_task, probe_suite
-from .head_selection import role_heads, unclassified
+from .head_selection import head_names, role_heads, unclassified
 from .run import evaluation_rows
 
 
@@ -29,7 +29,7 @@ def condition_rows(condition: str, ga: pd.DataFrame, probe_paths: list[str], *, 
     head among the scan's top ones is one row with head ``none`` and no answers: nothing to remove."""
     answers = []
     heads = [] if condition == "full" else role_heads(ga, condition[3:], named, heads_by, threshold)
-    label = " ".join(f"L{h[0]}H{h[1]}" for h in heads) or "none"
+    label = head_names(heads, "none")
     if condition != "full" and not heads:
         log.info("no head of the scan's top ones is %s %s: nothing to remove",
                  "by its pattern" if heads_by == "pattern" else "classified", condition[3:])

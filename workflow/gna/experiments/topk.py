@@ -51,7 +51,7 @@ def removal(ranking, k: int, draw: str, kv_path: str | None, *, spec: dict, task
     same kinds; with ``kinds`` k counts, and ranks among, those heads only (Zamba2's slide tables: attention).
     ``kv_probes`` (the control's task name -> None, ``kv_path`` its probe file): the KV probe scored beside
     the tasks."""
-    from .head_selection import random_heads, top_heads
+    from .head_selection import head_names, random_heads, top_heads
     from .shared_conditions import Evaluation
 
     if draw:
@@ -65,5 +65,5 @@ def removal(ranking, k: int, draw: str, kv_path: str | None, *, spec: dict, task
                       {**eval, "kv_probes": {name: kv_path for name in kv}} if kv else eval, micro_data,
                       {**fields, "head_kinds": "/".join(kinds) if kinds else "all",
                        "n_heads": int(len(ranking) if not kinds else ranking.kind.isin(kinds).sum()),
-                       "heads": " ".join(f"L{h[0]}H{h[1]}" for h in heads) or "none"},
+                       "heads": head_names(heads, "none")},
                       finish=finish)
